@@ -1,0 +1,174 @@
+//! The append path: reserve, wait for space, copy, publish (docs/DESIGN.md §1.1–1.4).
+//!
+//! No lock is taken here. The only shared writes are the `fetch_add` on `sn`, the
+//! appender's own ring bytes and link slot, and the link-buffer tail.
+
+use crate::core::{Shared, SN_CLOSED};
+use crate::error::{Error, Result};
+use crate::format::{encoded_group_bytes, write_group_header, BLOCK_DATA_BYTES, GROUP_HEADER_BYTES};
+use crate::lsn::{BlockNo, Lsn, Sn};
+use crate::wait::Waited;
+
+/// A group's encoded bytes, produced piece by piece without building a buffer.
+struct GroupBytes<'a> {
+    header: [u8; GROUP_HEADER_BYTES],
+    records: &'a [&'a [u8]],
+}
+
+impl GroupBytes<'_> {
+    /// Copies encoded bytes `[skip, skip + len)` of the group into the ring at `at`.
+    fn copy_range(&self, shared: &Shared, at: Lsn, skip: u64, len: u64) -> Lsn {
+        let mut cursor = Cursor { shared, at, position: 0, skip, end: skip + len };
+        cursor.emit(&self.header);
+        for record in self.records {
+            if cursor.position >= cursor.end {
+                break;
+            }
+            cursor.emit(&(record.len() as u32).to_le_bytes());
+            cursor.emit(record);
+        }
+        cursor.at
+    }
+}
+
+/// Walks the encoded group, copying the part inside `[skip, end)`.
+struct Cursor<'a> {
+    shared: &'a Shared,
+    at: Lsn,
+    position: u64,
+    skip: u64,
+    end: u64,
+}
+
+impl Cursor<'_> {
+    fn emit(&mut self, piece: &[u8]) {
+        let piece_start = self.position;
+        self.position += piece.len() as u64;
+        if self.position <= self.skip || piece_start >= self.end {
+            return;
+        }
+        let from = self.skip.saturating_sub(piece_start) as usize;
+        let to = (self.end - piece_start).min(piece.len() as u64) as usize;
+        self.at = self.shared.ring.copy_in(self.at, &piece[from..to]);
+    }
+}
+
+/// Poisons the log if an appender unwinds between reserving and publishing: the
+/// hole it leaves would otherwise block every later commit forever.
+struct PublishGuard<'a> {
+    shared: &'a Shared,
+}
+
+impl Drop for PublishGuard<'_> {
+    fn drop(&mut self) {
+        let failure = crate::writer::IoFailure {
+            op: "append",
+            path: std::path::PathBuf::new(),
+            source: std::io::Error::other("an appender panicked after reserving log space"),
+        };
+        self.shared.poison(failure);
+    }
+}
+
+impl Shared {
+    /// Appends one group; returns its end LSN. Never waits for durability, only
+    /// for ring or link-buffer space.
+    pub(crate) fn append_group(&self, records: &[&[u8]]) -> Result<Lsn> {
+        let bytes = self.check_group_size(records)?;
+        self.check_poison()?;
+        // INV-1: one fetch_add reserves the range. Relaxed: uniqueness comes from the
+        // atomicity of the RMW; the bytes are published through the link buffer.
+        let start_sn = self.sn.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        if start_sn & SN_CLOSED != 0 {
+            return Err(Error::Closed);
+        }
+        let group = GroupBytes { header: write_group_header(records, bytes), records };
+        let guard = PublishGuard { shared: self };
+        let end = self.copy_group(&group, Sn(start_sn), bytes);
+        std::mem::forget(guard);
+        let end = end?;
+        self.metrics.groups.add(1);
+        self.metrics.records.add(records.len() as u64);
+        Ok(end)
+    }
+
+    fn check_group_size(&self, records: &[&[u8]]) -> Result<u64> {
+        let format_limit = u64::from(u32::MAX);
+        let Some(bytes) = encoded_group_bytes(records) else {
+            let bytes = records.iter().map(|record| 4 + record.len() as u64).sum::<u64>() + 8;
+            return Err(Error::GroupTooLarge { bytes, limit: format_limit, limit_name: "the format's 32-bit length" });
+        };
+        if bytes > self.config.group_bytes_max {
+            return Err(Error::GroupTooLarge {
+                bytes,
+                limit: self.config.group_bytes_max,
+                limit_name: "Config::group_bytes_max",
+            });
+        }
+        // The whole group must fit between a checkpoint at its start and the end of
+        // the writable ring (INV-7), with a block to spare at each end.
+        let capacity = (self.layout.ring_blocks - 2) * BLOCK_DATA_BYTES as u64;
+        if bytes > capacity {
+            return Err(Error::GroupTooLarge { bytes, limit: capacity, limit_name: "the log capacity" });
+        }
+        Ok(bytes)
+    }
+
+    /// Copies the group in chunks of at most half the ring, each published as its
+    /// own link, so a group larger than the ring streams through it.
+    fn copy_group(&self, group: &GroupBytes<'_>, start: Sn, bytes: u64) -> Result<Lsn> {
+        let group_end = Sn(start.0 + bytes).to_lsn();
+        let chunk_max = (self.ring.ring_blocks() / 2).max(1) * BLOCK_DATA_BYTES as u64;
+        let mut done = 0;
+        while done < bytes {
+            let len = chunk_max.min(bytes - done);
+            let chunk_start = Sn(start.0 + done).to_lsn();
+            let chunk_end = Sn(start.0 + done + len).to_lsn();
+            self.wait_ring_space(chunk_end.block())?;
+            self.wait_link_space(chunk_start)?;
+            let copied_to = group.copy_range(self, chunk_start, done, len);
+            debug_assert_eq!(copied_to, chunk_end);
+            self.set_first_groups(chunk_start, chunk_end, group_end);
+            if let Some((old, new)) = self.link.add(chunk_start.0, chunk_end.0) {
+                self.ready_events.notify_range(old, new);
+            }
+            done += len;
+        }
+        Ok(group_end)
+    }
+
+    /// INV-9: `first_group` of every block whose first data byte is in
+    /// `(chunk_start, chunk_end]` — the group ends in it, or passes through it.
+    fn set_first_groups(&self, chunk_start: Lsn, chunk_end: Lsn, group_end: Lsn) {
+        for block in chunk_start.block().0 + 1..=chunk_end.block().0 {
+            let block = BlockNo(block);
+            let first_group = if group_end.block() == block { group_end.offset_in_block() as u16 } else { 0 };
+            self.ring.set_first_group(block, first_group);
+        }
+    }
+
+    /// INV-3: waits until ring block `last` may be written.
+    fn wait_ring_space(&self, last: BlockNo) -> Result<()> {
+        let ring_blocks = self.ring.ring_blocks();
+        if last.0 < self.written().block().0 + ring_blocks {
+            self.metrics.on_buffer_space.record(false, Waited::default());
+            return Ok(());
+        }
+        // Free when `written` reaches the block that shares the ring slot with `last`
+        // plus one: then the whole previous lap of that slot is written.
+        let target = BlockNo(last.0 + 1 - ring_blocks).start();
+        self.wait_written_for(target, &self.metrics.on_buffer_space)
+    }
+
+    /// Waits until the link buffer has a slot for a link starting at `from`.
+    fn wait_link_space(&self, from: Lsn) -> Result<()> {
+        if self.link.has_space(from.0) {
+            self.metrics.on_recent_written.record(false, Waited::default());
+            return Ok(());
+        }
+        let target = from.0 - self.link_capacity() + 1;
+        let waited = self.ready_events.wait(target, || self.is_poisoned() || self.link.has_space(from.0));
+        self.metrics.on_recent_written.record(true, waited);
+        self.check_poison()
+    }
+}

@@ -1,0 +1,174 @@
+//! The in-memory ring of blocks that appenders copy into and the writer writes from.
+//!
+//! docs/DESIGN.md §1.2–1.3. The ring holds blocks in their on-disk layout: byte
+//! `lsn` lives at ring offset `lsn mod ring_bytes`, and a block never straddles the
+//! end of the ring. Many threads write disjoint byte ranges at once, so the memory
+//! is `UnsafeCell` and every access states which protocol rule makes it exclusive.
+
+use std::cell::UnsafeCell;
+
+use crate::format::{write_u16, BlockHeader, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES, FIRST_GROUP_OFFSET};
+use crate::lsn::{BlockNo, Lsn};
+
+/// A ring of `ring_bytes` bytes (a multiple of the block size).
+pub(crate) struct RingBuffer {
+    bytes: Box<[UnsafeCell<u8>]>,
+    ring_blocks: u64,
+}
+
+// SAFETY: all access to `bytes` goes through the methods below, each of which
+// touches only bytes the calling thread owns under the log's protocol: an
+// appender owns the data bytes of its reserved range and the `first_group`
+// fields INV-9 assigns it, once INV-3 gave it ring space; the writer owns the
+// blocks below `ready` (INV-2) until it stores `written`. No two threads ever own
+// the same byte at the same time, and ownership passes through the SeqCst/Acquire/
+// Release operations on the link buffer tail and on `written`.
+#[allow(unsafe_code)]
+unsafe impl Sync for RingBuffer {}
+
+impl RingBuffer {
+    pub(crate) fn new(ring_bytes: usize) -> Self {
+        assert!(ring_bytes % BLOCK_BYTES == 0 && ring_bytes > 0);
+        let bytes = (0..ring_bytes).map(|_| UnsafeCell::new(0)).collect();
+        RingBuffer { bytes, ring_blocks: (ring_bytes / BLOCK_BYTES) as u64 }
+    }
+
+    /// Number of blocks the ring holds.
+    pub(crate) fn ring_blocks(&self) -> u64 {
+        self.ring_blocks
+    }
+
+    fn block_index(&self, block: BlockNo) -> usize {
+        ((block.0 % self.ring_blocks) as usize) * BLOCK_BYTES
+    }
+
+    fn base(&self) -> *mut u8 {
+        UnsafeCell::raw_get(self.bytes.as_ptr())
+    }
+
+    /// Copies `data` into the data bytes starting at data position `at`, skipping
+    /// block headers and trailers. Returns the data position after the last byte.
+    /// Precondition (caller's protocol): the calling thread reserved these bytes
+    /// and has ring space for them (INV-1, INV-3).
+    pub(crate) fn copy_in(&self, mut at: Lsn, mut data: &[u8]) -> Lsn {
+        debug_assert!(at.is_data_position());
+        while !data.is_empty() {
+            let offset = at.offset_in_block();
+            let room = BLOCK_HEADER_BYTES + BLOCK_DATA_BYTES - offset;
+            let count = room.min(data.len());
+            let index = self.block_index(at.block()) + offset;
+            debug_assert!(index + count <= self.bytes.len());
+            // SAFETY: `index + count` lies inside the ring (a block never straddles
+            // its end and `count` stays inside one block's data area), and the
+            // caller owns these bytes (precondition), so nobody reads or writes
+            // them concurrently.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), self.base().add(index), count);
+            }
+            data = &data[count..];
+            at = if count == room { BlockNo(at.block().0 + 1).data_start() } else { Lsn(at.0 + count as u64) };
+        }
+        at
+    }
+
+    /// Sets the `first_group` field of `block`. Precondition: INV-9 assigns this
+    /// field to the calling thread.
+    pub(crate) fn set_first_group(&self, block: BlockNo, first_group: u16) {
+        let index = self.block_index(block) + FIRST_GROUP_OFFSET;
+        // SAFETY: the two bytes are inside the ring and owned by the caller (INV-9).
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::copy_nonoverlapping(first_group.to_le_bytes().as_ptr(), self.base().add(index), 2);
+        }
+    }
+
+    /// Seals a full block in place: header fields and CRC (docs/FORMAT.md §5).
+    ///
+    /// # Safety
+    /// The caller must own the block: it holds the write role and the block lies
+    /// entirely below `ready` (INV-2), so no appender touches it.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn seal_full_block(&self, block: BlockNo, synced_back: u32) {
+        let index = self.block_index(block);
+        // SAFETY: in bounds; exclusivity is the caller's contract above, and the
+        // slice does not outlive this call.
+        let image = unsafe { std::slice::from_raw_parts_mut(self.base().add(index), BLOCK_BYTES) };
+        BlockHeader::seal(image, block, BLOCK_DATA_BYTES, synced_back);
+    }
+
+    /// Shared access to `count` consecutive blocks from `first`, which must not
+    /// wrap the ring end.
+    ///
+    /// # Safety
+    /// As for `seal_full_block`: no thread may write these blocks while the slice lives.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn blocks(&self, first: BlockNo, count: u64) -> &[u8] {
+        let index = self.block_index(first);
+        let len = count as usize * BLOCK_BYTES;
+        assert!(index + len <= self.bytes.len(), "block range wraps the ring");
+        // SAFETY: in bounds (asserted); no concurrent writer by the caller's contract.
+        unsafe { std::slice::from_raw_parts(self.base().add(index), len) }
+    }
+
+    /// Copies the first `len` bytes of `block` into `out`.
+    /// Precondition: the caller owns those bytes (they lie below `ready`).
+    pub(crate) fn copy_out(&self, block: BlockNo, len: usize, out: &mut [u8]) {
+        assert!(len <= BLOCK_BYTES && out.len() >= len);
+        let index = self.block_index(block);
+        // SAFETY: in bounds; bytes below `ready` are no longer written by any
+        // appender, and bytes past `len` are not read.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base().add(index), out.as_mut_ptr(), len);
+        }
+    }
+
+    /// Writes a whole block image (used to load the last block after recovery,
+    /// before the log is shared).
+    pub(crate) fn load_block(&mut self, block: BlockNo, image: &[u8]) {
+        assert_eq!(image.len(), BLOCK_BYTES);
+        let index = self.block_index(block);
+        for (cell, byte) in self.bytes[index..index + BLOCK_BYTES].iter_mut().zip(image) {
+            *cell.get_mut() = *byte;
+        }
+    }
+}
+
+/// Writes the first_group value into a block image (for tests and recovery).
+pub(crate) fn set_first_group_in(image: &mut [u8], first_group: u16) {
+    write_u16(image, FIRST_GROUP_OFFSET, first_group);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_skips_headers_and_trailers() {
+        let ring = RingBuffer::new(4 * BLOCK_BYTES);
+        let data: Vec<u8> = (0..600u32).map(|value| value as u8).collect();
+        let start = BlockNo(1).data_start();
+        let end = ring.copy_in(start, &data);
+        assert_eq!(end, Lsn(2 * 512 + 16 + (600 - 492)));
+        let mut block = [0u8; BLOCK_BYTES];
+        ring.copy_out(BlockNo(1), BLOCK_BYTES, &mut block);
+        assert_eq!(&block[16..508], &data[..492]);
+        assert_eq!(&block[..16], &[0u8; 16]);
+        ring.copy_out(BlockNo(2), BLOCK_BYTES, &mut block);
+        assert_eq!(&block[16..16 + 108], &data[492..]);
+    }
+
+    #[test]
+    fn ring_wraps_at_block_granularity() {
+        let ring = RingBuffer::new(2 * BLOCK_BYTES);
+        // Block 3 shares ring space with block 1.
+        ring.copy_in(BlockNo(3).data_start(), b"lap two");
+        let mut block = [0u8; BLOCK_BYTES];
+        ring.copy_out(BlockNo(1), BLOCK_BYTES, &mut block);
+        assert_eq!(&block[16..23], b"lap two");
+        ring.set_first_group(BlockNo(3), 16);
+        ring.copy_out(BlockNo(1), BLOCK_BYTES, &mut block);
+        assert_eq!(&block[6..8], &16u16.to_le_bytes());
+    }
+}

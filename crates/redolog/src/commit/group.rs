@@ -1,0 +1,291 @@
+//! Durable group commit without extra threads (docs/DESIGN.md §1.5).
+//!
+//! A thread that needs LSN `L` written or synced runs one loop:
+//!
+//! ```text
+//!   synced/written >= L ─────────────────────────────► done (no lock taken)
+//!   written < L and the write role is free ──────────► Writer: write all that is
+//!        ready, repeat while parked threads' demand is uncovered (bounded), release
+//!   written > synced, Synced, the sync role is free ─► Syncer: fdatasync up to
+//!        `written`, repeat while demand remains (bounded), release
+//!   otherwise ───────────────────────────────────────► register demand, spin, park
+//!        on the slot of L until covered, poisoned, or kicked
+//! ```
+//!
+//! Who moves a thread: into a role only itself (`try_take`); out of a park the role
+//! holder whose pass covered `L` (it wakes exactly the tokens `<= ` its new value),
+//! a releaser that kicks it as successor (INV-11), or the poisoner. The write and
+//! sync roles are separate, so the next group is written while the previous one's
+//! fdatasync is in flight. A leader releases its role in `Drop`, so a panicking
+//! leader still hands off.
+
+use std::time::Instant;
+
+use parking_lot::MutexGuard;
+
+use crate::core::Shared;
+use crate::error::{Error, Result};
+use crate::lsn::{BlockNo, Lsn};
+use crate::metrics::WaitCounters;
+use crate::sync::atomic::Ordering;
+use crate::wait::Waited;
+use crate::writer::Writer;
+
+/// Passes a leader makes while other threads' demand stays uncovered, before it
+/// hands the role to a parked successor. The leader's own commit is already
+/// covered after its first pass, so this bounds the latency it lends to others;
+/// continuing beats a hand-off because the leader is already running and the next
+/// fdatasync can start at once.
+const LEADER_ROUNDS_MAX: u32 = 4;
+
+/// Holds the write role; releases it and kicks successors when dropped.
+struct WriteLeader<'a> {
+    shared: &'a Shared,
+    writer: Option<MutexGuard<'a, Writer>>,
+}
+
+impl Drop for WriteLeader<'_> {
+    fn drop(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            self.shared.write_role.release(writer);
+        }
+        self.shared.kick_write_successor();
+        self.shared.kick_sync_successor();
+    }
+}
+
+/// Holds the sync role; releases it and kicks a successor when dropped.
+struct SyncLeader<'a> {
+    shared: &'a Shared,
+    role: Option<MutexGuard<'a, ()>>,
+}
+
+impl Drop for SyncLeader<'_> {
+    fn drop(&mut self) {
+        if let Some(role) = self.role.take() {
+            self.shared.sync_role.release(role);
+        }
+        self.shared.kick_sync_successor();
+    }
+}
+
+impl Shared {
+    /// Waits until `target` is written; may become the writer. `site` counts the
+    /// wait (log_on_write or log_on_buffer_space).
+    pub(crate) fn wait_written_for(&self, target: Lsn, site: &WaitCounters) -> Result<()> {
+        let mut waited = Waited::default();
+        let mut had_to_wait = false;
+        let result = loop {
+            if let Err(error) = self.check_poison() {
+                break Err(error);
+            }
+            if self.written() >= target {
+                break Ok(());
+            }
+            if let Some(writer) = self.write_role.try_take() {
+                if let Err(error) = self.lead_writes(WriteLeader { shared: self, writer: Some(writer) }, target) {
+                    break Err(error);
+                }
+                continue;
+            }
+            had_to_wait = true;
+            // SeqCst: the releaser reads demand after clearing the role (INV-11).
+            self.write_demand.fetch_max(target.0, Ordering::SeqCst);
+            waited += self
+                .write_events
+                .wait(target.0, || self.is_poisoned() || self.written() >= target || !self.write_role.is_held());
+        };
+        site.record(had_to_wait, waited);
+        result
+    }
+
+    /// Waits until `target` is synced; may become the writer and the syncer.
+    pub(crate) fn wait_synced(&self, target: Lsn) -> Result<()> {
+        let mut waited = Waited::default();
+        let mut had_to_wait = false;
+        let result = loop {
+            if let Err(error) = self.check_poison() {
+                break Err(error);
+            }
+            let synced = self.synced();
+            if synced >= target {
+                break Ok(());
+            }
+            let written = self.written();
+            if written < target {
+                if let Some(writer) = self.write_role.try_take() {
+                    if let Err(error) = self.lead_writes(WriteLeader { shared: self, writer: Some(writer) }, target) {
+                        break Err(error);
+                    }
+                    continue;
+                }
+            }
+            // Sync whatever is written, even short of `target`: it covers others,
+            // and the writer is busy writing ours.
+            if written > synced {
+                if let Some(role) = self.sync_role.try_take() {
+                    if let Err(error) = self.lead_syncs(SyncLeader { shared: self, role: Some(role) }, target) {
+                        break Err(error);
+                    }
+                    continue;
+                }
+            }
+            had_to_wait = true;
+            self.sync_demand.fetch_max(target.0, Ordering::SeqCst);
+            if written < target {
+                self.write_demand.fetch_max(target.0, Ordering::SeqCst);
+            }
+            waited += self.sync_events.wait(target.0, || self.synced_waiter_ready(target));
+        };
+        self.metrics.on_flush.record(had_to_wait, waited);
+        result
+    }
+
+    /// The predicate of a parked Synced waiter: covered, poisoned, or a role it can
+    /// take has work.
+    fn synced_waiter_ready(&self, target: Lsn) -> bool {
+        if self.is_poisoned() || self.synced() >= target {
+            return true;
+        }
+        let written = self.written();
+        (written < target && !self.write_role.is_held()) || (written > self.synced() && !self.sync_role.is_held())
+    }
+
+    /// The write role's loop: write everything ready, at least up to `target`, and
+    /// keep going (bounded) while parked threads need more.
+    fn lead_writes(&self, mut leader: WriteLeader<'_>, target: Lsn) -> Result<()> {
+        let mut rounds = 0;
+        loop {
+            self.check_poison()?;
+            let written = self.written();
+            let demand = Lsn(self.write_demand.load(Ordering::SeqCst));
+            if written >= target && (demand <= written || rounds >= LEADER_ROUNDS_MAX) {
+                return Ok(());
+            }
+            let ready = self.ready();
+            if ready <= written {
+                // Appenders before `target` (or the demand) are still copying.
+                let waited = self.ready_events.wait(written.0 + 1, || self.is_poisoned() || self.ready() > written);
+                self.metrics.on_ready.record(true, waited);
+                continue;
+            }
+            let upto = self.writable_end(written, ready)?;
+            if upto <= written {
+                continue;
+            }
+            let writer = leader.writer.as_mut().expect("a WriteLeader holds the role until dropped");
+            self.write_range(writer, written, upto)?;
+            rounds += 1;
+        }
+    }
+
+    /// How far the writer may write now, bounded by the checkpoint (INV-7) and
+    /// the unsynced bound (INV-8). Waits (and returns `written`) when it may not
+    /// write at all yet.
+    fn writable_end(&self, written: Lsn, ready: Lsn) -> Result<Lsn> {
+        let limit = self.file_limit();
+        let file_end = limit.data_start();
+        let unsynced_end = BlockNo(self.synced().block().0 + self.unsynced_blocks + 1).data_start();
+        let end = ready.min(file_end).min(unsynced_end);
+        if end > written {
+            return Ok(end);
+        }
+        if file_end <= written {
+            let waited = self.space_events.wait(limit.0, || {
+                self.is_poisoned() || self.shutdown.load(Ordering::SeqCst) || self.file_limit() > limit
+            });
+            self.metrics.on_file_space.record(true, waited);
+            if self.shutdown.load(Ordering::SeqCst) && self.file_limit() <= limit {
+                return Err(Error::Closed);
+            }
+        } else {
+            // INV-8: sync what is written before writing further. Holding the
+            // write role while waiting for the sync role is the allowed order.
+            self.wait_synced(written)?;
+        }
+        Ok(written)
+    }
+
+    /// Writes `[written, upto)`, publishes `written`, wakes the covered waiters.
+    fn write_range(&self, writer: &mut Writer, written: Lsn, upto: Lsn) -> Result<()> {
+        let synced = self.synced();
+        let done = writer
+            .write(&self.ring, &self.layout, &self.files, (written, upto), synced)
+            .map_err(|failure| self.poison(failure))?;
+        self.metrics.writes.add(done.calls);
+        self.metrics.bytes_written.add(done.bytes);
+        // INV-4. SeqCst: waiters check `written` in predicates after counting
+        // themselves in (INV-10); Release also hands ring space back to appenders.
+        self.written.store(upto.0, Ordering::SeqCst);
+        self.write_events.notify_range(written.0, upto.0);
+        // Synced waiters can start syncing this while we keep writing.
+        self.kick_sync_successor();
+        Ok(())
+    }
+
+    /// The sync role's loop: fdatasync up to `written`, keep going (bounded) while
+    /// parked threads need more and there is something written to sync.
+    fn lead_syncs(&self, _leader: SyncLeader<'_>, target: Lsn) -> Result<()> {
+        let mut rounds = 0;
+        loop {
+            self.check_poison()?;
+            let synced = self.synced();
+            let written = self.written();
+            let demand = Lsn(self.sync_demand.load(Ordering::SeqCst));
+            let wanted = synced < target || (demand > synced && rounds < LEADER_ROUNDS_MAX);
+            if !wanted || written <= synced {
+                return Ok(());
+            }
+            let fsyncs = self
+                .files
+                .sync_range(&self.layout, synced, written, |elapsed| {
+                    self.metrics.fsync_us.record_us(elapsed.as_micros() as u64);
+                })
+                .map_err(|failure| self.poison(failure))?;
+            self.metrics.fsyncs.add(fsyncs);
+            // INV-5: only after every fdatasync covering [synced, written) returned Ok.
+            self.synced.store(written.0, Ordering::SeqCst);
+            self.sync_events.notify_range(synced.0, written.0);
+            rounds += 1;
+        }
+    }
+
+    /// INV-11: after the write role was released or `written` moved, wake the
+    /// thread with the largest uncovered write demand if nobody holds the role.
+    fn kick_write_successor(&self) {
+        let written = self.written().0;
+        let demand = self.write_demand.load(Ordering::SeqCst);
+        if demand > written && !self.write_role.is_held() {
+            self.write_events.kick(demand, written);
+            self.sync_events.kick(demand, written);
+        }
+    }
+
+    /// INV-11 for the sync role.
+    fn kick_sync_successor(&self) {
+        let synced = self.synced().0;
+        let demand = self.sync_demand.load(Ordering::SeqCst);
+        if demand > synced && self.written().0 > synced && !self.sync_role.is_held() {
+            self.sync_events.kick(demand, synced);
+        }
+    }
+
+    /// `wait` for the public API: validates, counts, times.
+    pub(crate) fn wait_durable(&self, lsn: Lsn, durability: crate::Durability) -> Result<()> {
+        let end = self.reserved_end();
+        if lsn > end {
+            return Err(Error::LsnOutOfRange { lsn, end });
+        }
+        if durability == crate::Durability::Buffered {
+            return self.check_poison();
+        }
+        self.metrics.write_requests.add(1);
+        let started = Instant::now();
+        let result = match durability {
+            crate::Durability::Written => self.wait_written_for(lsn, &self.metrics.on_write),
+            _ => self.wait_synced(lsn),
+        };
+        self.metrics.commit_wait_us.record_us(started.elapsed().as_micros() as u64);
+        result
+    }
+}

@@ -1,0 +1,3 @@
+//! Commit pipelines: how a thread gets its LSN written and synced.
+
+mod group;

@@ -1,0 +1,139 @@
+//! Configuration and durability levels.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::format::{BLOCK_BYTES, FILE_COUNT, FILE_HEADER_AREA_BYTES};
+
+/// How long `commit` and `wait` wait: mirrors `innodb_flush_log_at_trx_commit`.
+///
+/// ```
+/// use redolog::{Config, Durability, Log};
+/// let dir = tempfile::tempdir().unwrap();
+/// let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+/// log.commit(b"fast, survives nothing yet", Durability::Buffered).unwrap();
+/// log.commit(b"in the page cache", Durability::Written).unwrap();
+/// log.commit(b"on stable storage", Durability::Synced).unwrap();
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// Return at once (0). A background thread writes and syncs at least every
+    /// `Config::flush_interval`; a process crash loses what it has not written.
+    Buffered,
+    /// Return once the bytes were handed to the OS (2): survives a process crash,
+    /// not a power loss.
+    Written,
+    /// Return once an fdatasync covering the LSN returned Ok (1): survives a power
+    /// loss, provided the device honours flushes.
+    Synced,
+}
+
+/// Settings of a log. Every field has a default that suits most users.
+///
+/// ```
+/// use redolog::Config;
+/// let config = Config { capacity_bytes: 64 << 20, ..Config::default() };
+/// assert_eq!(config.buffer_bytes, 16 << 20);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Total size of the log files (default 1 GiB, like `innodb_redo_log_capacity`).
+    /// Fixed when the log is created; reopening uses the size found on disk. The
+    /// log holds at most this much between the checkpoint and its end; appends
+    /// past that wait for `checkpoint`.
+    pub capacity_bytes: u64,
+    /// Size of the in-memory ring appenders copy into (default 16 MiB, like
+    /// `innodb_log_buffer_size`). Appenders wait for the writer when the ring holds
+    /// this much unwritten log.
+    pub buffer_bytes: usize,
+    /// Largest group `append_group` accepts (default 64 MiB); larger ones get
+    /// `Error::GroupTooLarge`. Groups larger than the ring are copied in pieces.
+    pub group_bytes_max: u64,
+    /// Longest time a `Durability::Buffered` group stays unsynced (default 1 s,
+    /// like `innodb_flush_log_at_timeout`).
+    pub flush_interval: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            capacity_bytes: 1 << 30,
+            buffer_bytes: 16 << 20,
+            group_bytes_max: 64 << 20,
+            flush_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Smallest share of the ring a file may hold: 32 blocks.
+pub(crate) const FILE_DATA_BYTES_MIN: u64 = 32 * BLOCK_BYTES as u64;
+/// Smallest ring: 8 blocks.
+pub(crate) const BUFFER_BYTES_MIN: usize = 8 * BLOCK_BYTES;
+/// Largest unsynced stretch of written log (docs/FORMAT.md §6): 16 MiB is a few
+/// milliseconds of writing at full speed, and what recovery scans past the end.
+const UNSYNCED_BYTES_MAX: u64 = 16 << 20;
+
+impl Config {
+    /// The smallest `capacity_bytes` accepted.
+    pub const CAPACITY_BYTES_MIN: u64 = FILE_COUNT as u64 * (FILE_HEADER_AREA_BYTES + FILE_DATA_BYTES_MIN);
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.capacity_bytes < Self::CAPACITY_BYTES_MIN {
+            return Err(Error::InvalidConfig(format!(
+                "capacity_bytes {} is below the minimum {}",
+                self.capacity_bytes,
+                Self::CAPACITY_BYTES_MIN
+            )));
+        }
+        if self.buffer_bytes < BUFFER_BYTES_MIN || self.buffer_bytes % BLOCK_BYTES != 0 {
+            return Err(Error::InvalidConfig(format!(
+                "buffer_bytes {} must be a multiple of {BLOCK_BYTES} and at least {BUFFER_BYTES_MIN}",
+                self.buffer_bytes
+            )));
+        }
+        if self.group_bytes_max == 0 || self.group_bytes_max > u64::from(u32::MAX) {
+            return Err(Error::InvalidConfig(format!(
+                "group_bytes_max {} must be between 1 and {}",
+                self.group_bytes_max,
+                u32::MAX
+            )));
+        }
+        if self.flush_interval.is_zero() {
+            return Err(Error::InvalidConfig("flush_interval must be positive".into()));
+        }
+        Ok(())
+    }
+
+    /// Size of each of the four files for a new log: a multiple of 4 KiB.
+    pub(crate) fn file_bytes(&self) -> u64 {
+        (self.capacity_bytes / u64::from(FILE_COUNT)) / 4096 * 4096
+    }
+
+    /// The unsynced bound recorded in the header of a new log of `ring_bytes`.
+    pub(crate) fn unsynced_bytes_max(ring_bytes: u64) -> u64 {
+        (ring_bytes / 4).min(UNSYNCED_BYTES_MAX) / BLOCK_BYTES as u64 * BLOCK_BYTES as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid() {
+        Config::default().validate().expect("default config");
+        assert_eq!(Config::default().file_bytes(), 256 << 20);
+    }
+
+    #[test]
+    fn out_of_range_values_are_rejected() {
+        let too_small = Config { capacity_bytes: 1000, ..Config::default() };
+        assert!(matches!(too_small.validate(), Err(Error::InvalidConfig(_))));
+        let odd_buffer = Config { buffer_bytes: 5000, ..Config::default() };
+        assert!(matches!(odd_buffer.validate(), Err(Error::InvalidConfig(_))));
+        let huge_group = Config { group_bytes_max: 1 << 33, ..Config::default() };
+        assert!(matches!(huge_group.validate(), Err(Error::InvalidConfig(_))));
+        let no_interval = Config { flush_interval: Duration::ZERO, ..Config::default() };
+        assert!(matches!(no_interval.validate(), Err(Error::InvalidConfig(_))));
+    }
+}

@@ -1,0 +1,150 @@
+//! The one error type of the crate.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::lsn::Lsn;
+
+/// Everything that can go wrong, each naming what and where.
+///
+/// ```
+/// use redolog::{Config, Error, Log};
+/// let dir = tempfile::tempdir().unwrap();
+/// std::fs::write(dir.path().join("notes.txt"), b"not a log").unwrap();
+/// match Log::open(dir.path(), Config::default()) {
+///     Err(Error::NotALog { path, .. }) => assert_eq!(path, dir.path()),
+///     other => panic!("unexpected: {other:?}"),
+/// }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O call failed while opening or recovering (the log is not poisoned
+    /// because it never started).
+    #[error("{op} failed on {path}: {source}")]
+    Io {
+        /// The operation: "read", "write", "fdatasync", "create", ...
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A write or fdatasync failed earlier (or in this call): the log accepts
+    /// nothing more. Nothing appended after the last successful sync was
+    /// acknowledged as durable. Restart and reopen; recovery reads the disk.
+    #[error("log is poisoned: {op} failed on {path}: {source}")]
+    Poisoned {
+        /// The operation that failed first.
+        op: &'static str,
+        /// The file it failed on.
+        path: PathBuf,
+        /// The first failure.
+        #[source]
+        source: Arc<io::Error>,
+    },
+
+    /// The log was closed (by `close` or by dropping it).
+    #[error("log is closed")]
+    Closed,
+
+    /// The directory holds files that are not a redolog log.
+    #[error("{path} is not a redolog directory: {reason}")]
+    NotALog {
+        /// The directory or file.
+        path: PathBuf,
+        /// What was found.
+        reason: String,
+    },
+
+    /// A file's header names another log than the rest of the directory.
+    #[error("{path} belongs to another log (log id {found:032x}, expected {expected:032x})")]
+    ForeignFile {
+        /// The file.
+        path: PathBuf,
+        /// The log id of `redo.0000`.
+        expected: u128,
+        /// The log id found in this file.
+        found: u128,
+    },
+
+    /// The log was written by a format version this build cannot read.
+    #[error("{path} has format version {found}; this build reads version {supported}")]
+    UnsupportedVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version in its header.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+
+    /// One of the log's files is missing or has the wrong size.
+    #[error("log file {path} is missing or damaged: {reason}")]
+    MissingFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// Data the log had made durable is damaged: the log cannot be recovered
+    /// without losing acknowledged groups, so it is not opened.
+    #[error("corrupt log: {reason} in {path} at offset {offset} (LSN {lsn})")]
+    Corruption {
+        /// The file holding the damaged block.
+        path: PathBuf,
+        /// Its byte offset in the file.
+        offset: u64,
+        /// The LSN of the damaged position.
+        lsn: Lsn,
+        /// What is damaged.
+        reason: String,
+    },
+
+    /// A group is larger than the log accepts.
+    #[error("group of {bytes} bytes is too large: {limit_name} is {limit} bytes")]
+    GroupTooLarge {
+        /// The encoded size of the group.
+        bytes: u64,
+        /// The limit it exceeds.
+        limit: u64,
+        /// Which limit: `Config::group_bytes_max` or the log capacity.
+        limit_name: &'static str,
+    },
+
+    /// An LSN passed to `wait` or `checkpoint` lies beyond the end of the log.
+    #[error("LSN {lsn} is beyond the end of the log ({end})")]
+    LsnOutOfRange {
+        /// The LSN passed.
+        lsn: Lsn,
+        /// The end of what was appended so far.
+        end: Lsn,
+    },
+
+    /// An LSN passed to `checkpoint` does not name a position between groups
+    /// (it points into a block header or trailer).
+    #[error("LSN {lsn} is not a position in the log: {reason}")]
+    InvalidLsn {
+        /// The LSN passed.
+        lsn: Lsn,
+        /// Why it is not valid.
+        reason: &'static str,
+    },
+
+    /// A `Config` value is out of range.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io { op, path: path.into(), source }
+    }
+}

@@ -1,0 +1,165 @@
+//! docs/FORMAT.md §5: the 512-byte block.
+
+use std::mem::size_of;
+
+use super::{read_u16, read_u32, write_u16, write_u32};
+use crate::lsn::BlockNo;
+
+/// Every block is 512 bytes: one sector on every device we target.
+pub(crate) const BLOCK_BYTES: usize = 512;
+
+// docs/FORMAT.md §5: block_no (4) | data_len (2) | first_group (2) | epoch (4) | synced_back (4)
+pub(crate) const BLOCK_NO_OFFSET: usize = 0;
+pub(crate) const DATA_LEN_OFFSET: usize = BLOCK_NO_OFFSET + size_of::<u32>();
+pub(crate) const FIRST_GROUP_OFFSET: usize = DATA_LEN_OFFSET + size_of::<u16>();
+pub(crate) const EPOCH_OFFSET: usize = FIRST_GROUP_OFFSET + size_of::<u16>();
+pub(crate) const SYNCED_BACK_OFFSET: usize = EPOCH_OFFSET + size_of::<u32>();
+pub(crate) const BLOCK_HEADER_BYTES: usize = SYNCED_BACK_OFFSET + size_of::<u32>();
+pub(crate) const BLOCK_TRAILER_BYTES: usize = size_of::<u32>();
+pub(crate) const CRC_OFFSET: usize = BLOCK_BYTES - BLOCK_TRAILER_BYTES;
+pub(crate) const BLOCK_DATA_BYTES: usize = BLOCK_BYTES - BLOCK_HEADER_BYTES - BLOCK_TRAILER_BYTES;
+
+const _: () = assert!(BLOCK_HEADER_BYTES == 16);
+const _: () = assert!(BLOCK_DATA_BYTES == 492);
+const _: () = assert!(CRC_OFFSET == 508);
+// data_len and first_group are u16.
+const _: () = assert!(BLOCK_BYTES <= u16::MAX as usize);
+
+/// The decoded header of a block whose CRC matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BlockHeader {
+    pub(crate) number: BlockNo,
+    /// Data bytes used, 0..=492.
+    pub(crate) data_len: usize,
+    /// Offset of the first group header starting in the block, or 0.
+    pub(crate) first_group: usize,
+    /// Distance back to the block of the sync frontier when this block was written.
+    pub(crate) synced_back: u32,
+}
+
+impl BlockHeader {
+    /// Writes the header fields and the CRC into `block`. `first_group` is left as
+    /// it is: appenders own it (docs/DESIGN.md INV-9).
+    pub(crate) fn seal(block: &mut [u8], number: BlockNo, data_len: usize, synced_back: u32) {
+        debug_assert_eq!(block.len(), BLOCK_BYTES);
+        debug_assert!(data_len <= BLOCK_DATA_BYTES);
+        write_u32(block, BLOCK_NO_OFFSET, number.low());
+        write_u16(block, DATA_LEN_OFFSET, data_len as u16);
+        write_u32(block, EPOCH_OFFSET, number.epoch());
+        write_u32(block, SYNCED_BACK_OFFSET, synced_back);
+        let crc = crc32c::crc32c(&block[..CRC_OFFSET]);
+        write_u32(block, CRC_OFFSET, crc);
+    }
+
+    /// The absolute block number of the sync frontier this block vouches for.
+    pub(crate) fn synced_block(&self) -> BlockNo {
+        BlockNo(self.number.0.saturating_sub(u64::from(self.synced_back)))
+    }
+}
+
+/// What a block read from its place in the ring turned out to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BlockState {
+    /// CRC matches and the block number is the one expected here.
+    Valid(BlockHeader),
+    /// All 512 bytes are zero: never written since the file was created.
+    Unused,
+    /// CRC matches but the block belongs to another place or lap of the ring.
+    Misplaced(BlockHeader),
+    /// CRC mismatch, or a header field out of range.
+    Bad,
+}
+
+/// The CRC stored in a block's trailer, and the one computed over its bytes.
+pub(crate) fn block_crc(block: &[u8]) -> (u32, u32) {
+    (read_u32(block, CRC_OFFSET), crc32c::crc32c(&block[..CRC_OFFSET]))
+}
+
+/// Classifies `block`, expected to hold block number `expected`. Never panics.
+pub(crate) fn read_block_header(block: &[u8], expected: BlockNo) -> BlockState {
+    debug_assert_eq!(block.len(), BLOCK_BYTES);
+    let (stored, computed) = block_crc(block);
+    if stored != computed {
+        if block.iter().all(|&byte| byte == 0) {
+            return BlockState::Unused;
+        }
+        return BlockState::Bad;
+    }
+    let number = BlockNo::from_parts(read_u32(block, BLOCK_NO_OFFSET), read_u32(block, EPOCH_OFFSET));
+    let data_len = usize::from(read_u16(block, DATA_LEN_OFFSET));
+    let first_group = usize::from(read_u16(block, FIRST_GROUP_OFFSET));
+    // A group may start right after the last data byte of a partial block: the
+    // group before it ended there and recorded where the next one begins.
+    let first_group_ok = first_group == 0
+        || ((BLOCK_HEADER_BYTES..=BLOCK_HEADER_BYTES + data_len).contains(&first_group) && first_group < CRC_OFFSET);
+    if data_len > BLOCK_DATA_BYTES || !first_group_ok {
+        return BlockState::Bad;
+    }
+    let header = BlockHeader { number, data_len, first_group, synced_back: read_u32(block, SYNCED_BACK_OFFSET) };
+    if number == expected {
+        BlockState::Valid(header)
+    } else {
+        BlockState::Misplaced(header)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sealed(number: u64, data_len: usize, first_group: u16) -> Vec<u8> {
+        let mut block = vec![0u8; BLOCK_BYTES];
+        write_u16(&mut block, FIRST_GROUP_OFFSET, first_group);
+        for byte in &mut block[BLOCK_HEADER_BYTES..BLOCK_HEADER_BYTES + data_len] {
+            *byte = 0xAB;
+        }
+        BlockHeader::seal(&mut block, BlockNo(number), data_len, 3);
+        block
+    }
+
+    #[test]
+    fn sealed_block_reads_back() {
+        let block = sealed((1 << 32) + 5, 100, 16);
+        let state = read_block_header(&block, BlockNo((1 << 32) + 5));
+        let BlockState::Valid(header) = state else { panic!("{state:?}") };
+        assert_eq!(header.data_len, 100);
+        assert_eq!(header.first_group, 16);
+        assert_eq!(header.synced_block(), BlockNo((1 << 32) + 2));
+    }
+
+    #[test]
+    fn block_from_another_lap_is_misplaced() {
+        let block = sealed(5, BLOCK_DATA_BYTES, 0);
+        assert!(matches!(read_block_header(&block, BlockNo(5 + 1024)), BlockState::Misplaced(_)));
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_detected() {
+        let block = sealed(9, 300, 40);
+        for bit in 0..BLOCK_BYTES * 8 {
+            let mut flipped = block.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(read_block_header(&flipped, BlockNo(9)), BlockState::Bad, "bit {bit}");
+        }
+    }
+
+    #[test]
+    fn zero_block_is_unused() {
+        assert_eq!(read_block_header(&[0u8; BLOCK_BYTES], BlockNo(1)), BlockState::Unused);
+    }
+
+    #[test]
+    fn out_of_range_fields_are_bad_even_with_a_good_crc() {
+        let mut block = sealed(9, 10, 0);
+        write_u16(&mut block, DATA_LEN_OFFSET, 493);
+        let crc = crc32c::crc32c(&block[..CRC_OFFSET]);
+        write_u32(&mut block, CRC_OFFSET, crc);
+        assert_eq!(read_block_header(&block, BlockNo(9)), BlockState::Bad);
+
+        // first_group pointing past the data.
+        let mut block = sealed(9, 10, 30);
+        let crc = crc32c::crc32c(&block[..CRC_OFFSET]);
+        write_u32(&mut block, CRC_OFFSET, crc);
+        assert_eq!(read_block_header(&block, BlockNo(9)), BlockState::Bad);
+    }
+}

@@ -1,0 +1,290 @@
+//! The public handle: [`Log`].
+
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::config::{Config, Durability};
+use crate::core::{Shared, StartState, SN_CLOSED};
+use crate::error::Result;
+use crate::format::CHECKPOINT_CLEAN_SHUTDOWN;
+use crate::lsn::{Lsn, Sn};
+use crate::metrics::Metrics;
+use crate::recovery::{open_or_create, Recovery};
+use crate::storage::{FsStorage, Storage};
+use crate::sync::atomic::Ordering;
+use crate::writer::last_data_block;
+
+/// A redo log: many threads append record groups concurrently and wait until
+/// they are written or durable.
+///
+/// `Log` is `Send + Sync`; share it through an `Arc`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use redolog::{Config, Durability, Log};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let config = Config { capacity_bytes: 4 << 20, ..Config::default() };
+/// let (log, recovery) = Log::open(dir.path(), config).unwrap();
+/// assert_eq!(recovery.count(), 0);
+/// let log = Arc::new(log);
+/// let threads: Vec<_> = (0..4)
+///     .map(|thread| {
+///         let log = log.clone();
+///         std::thread::spawn(move || {
+///             // Durable when commit returns: survives a power loss.
+///             log.commit(format!("thread {thread}").as_bytes(), Durability::Synced).unwrap()
+///         })
+///     })
+///     .collect();
+/// for thread in threads {
+///     thread.join().unwrap();
+/// }
+/// log.close().unwrap();
+/// ```
+pub struct Log {
+    shared: Arc<Shared>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+    /// Wakes the flusher early (shutdown). The flag it guards is `Shared::shutdown`.
+    flusher_wake: Arc<(Mutex<()>, Condvar)>,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("end", &self.shared.reserved_end())
+            .field("synced", &self.shared.synced())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Log {
+    /// Opens the log in directory `dir`, creating it (and the directory) if it does
+    /// not exist. Returns the log, ready for appends, and the groups recovered
+    /// after the last checkpoint.
+    ///
+    /// A new log gets `config.capacity_bytes` of zero-filled files; an existing one
+    /// keeps the capacity it was created with.
+    ///
+    /// ```
+    /// use redolog::{Config, Log, LogEnd};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    /// let (_log, recovery) = Log::open(dir.path().join("redo"), config).unwrap();
+    /// assert_eq!(recovery.end(), LogEnd::Created);
+    /// ```
+    pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<(Log, Recovery)> {
+        Self::open_with_storage(dir.as_ref(), config, FsStorage)
+    }
+
+    /// Like [`Log::open`], on another [`Storage`] (in-memory, fault-injecting, ...).
+    pub fn open_with_storage(dir: &Path, config: Config, storage: impl Storage + 'static) -> Result<(Log, Recovery)> {
+        config.validate()?;
+        let storage: Arc<dyn Storage> = Arc::new(storage);
+        let opened = open_or_create(dir, &config, &storage)?;
+        let scan = opened.scan;
+        let recovery = Recovery::new(
+            opened.files.clone(),
+            opened.layout,
+            Lsn(opened.checkpoint.lsn),
+            (scan.start, scan.end),
+            scan.log_end,
+        );
+        let start = StartState {
+            end: scan.end,
+            checkpoint_lsn: Lsn(opened.checkpoint.lsn),
+            checkpoint_no: opened.checkpoint.number,
+            last_block: scan.last_block,
+        };
+        let files = Arc::unwrap_or_clone(opened.files);
+        let shared =
+            Arc::new(Shared::new(config, opened.layout, files, (opened.log_id, opened.unsynced_bytes_max), start));
+        let flusher_wake = Arc::new((Mutex::new(()), Condvar::new()));
+        let flusher = spawn_flusher(shared.clone(), flusher_wake.clone())?;
+        Ok((Log { shared, flusher: Mutex::new(Some(flusher)), flusher_wake }, recovery))
+    }
+
+    /// Appends one record as a group of its own; returns the group's end LSN.
+    /// Does not wait for durability (see [`Log::wait`], [`Log::commit`]).
+    ///
+    /// ```
+    /// # use redolog::{Config, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let first = log.append(b"one").unwrap();
+    /// let second = log.append(b"two").unwrap();
+    /// assert!(second > first);
+    /// ```
+    pub fn append(&self, record: &[u8]) -> Result<Lsn> {
+        self.shared.append_group(&[record])
+    }
+
+    /// Appends a group of records — a mini-transaction, recovered all or nothing —
+    /// and returns its end LSN. Lock-free: one atomic reservation, then a copy.
+    /// Waits only when the in-memory ring is full.
+    ///
+    /// ```
+    /// # use redolog::{Config, Durability, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let end = log.append_group(&[b"undo", b"redo page 3", b"redo page 4"]).unwrap();
+    /// log.wait(end, Durability::Synced).unwrap();
+    /// ```
+    pub fn append_group(&self, records: &[&[u8]]) -> Result<Lsn> {
+        self.shared.append_group(records)
+    }
+
+    /// Waits until everything up to `lsn` has the given durability. With
+    /// `Buffered` it returns at once. The calling thread may do the write and the
+    /// fdatasync itself for everybody waiting (group commit).
+    ///
+    /// ```
+    /// # use redolog::{Config, Durability, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let end = log.append(b"x").unwrap();
+    /// log.wait(end, Durability::Written).unwrap();
+    /// log.wait(end, Durability::Synced).unwrap();
+    /// assert!(log.durable_lsn() >= end);
+    /// ```
+    pub fn wait(&self, lsn: Lsn, durability: Durability) -> Result<()> {
+        self.shared.wait_durable(lsn, durability)
+    }
+
+    /// Appends `record` and waits for `durability`: `append` + `wait`.
+    ///
+    /// ```
+    /// # use redolog::{Config, Durability, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let end = log.commit(b"transaction 1 commits", Durability::Synced).unwrap();
+    /// assert!(log.durable_lsn() >= end);
+    /// ```
+    pub fn commit(&self, record: &[u8], durability: Durability) -> Result<Lsn> {
+        let end = self.append(record)?;
+        self.wait(end, durability)?;
+        Ok(end)
+    }
+
+    /// Declares that everything before `lsn` is persistent elsewhere (the pages it
+    /// describes were flushed): recovery will start at `lsn`, and the log may reuse
+    /// the space before it. Pass an LSN `append` returned (a group boundary).
+    /// Writes one of two alternating checksummed slots and syncs it.
+    ///
+    /// ```
+    /// # use redolog::{Config, Durability, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    /// # let (log, _) = Log::open(dir.path(), config.clone()).unwrap();
+    /// let flushed = log.commit(b"applied to pages", Durability::Synced).unwrap();
+    /// log.commit(b"not applied yet", Durability::Synced).unwrap();
+    /// log.checkpoint(flushed).unwrap();
+    /// drop(log);
+    /// let (_, recovery) = Log::open(dir.path(), config).unwrap();
+    /// assert_eq!(recovery.count(), 1);
+    /// ```
+    pub fn checkpoint(&self, lsn: Lsn) -> Result<()> {
+        self.shared.checkpoint(lsn)
+    }
+
+    /// A snapshot of the counters and latency histograms.
+    pub fn metrics(&self) -> Metrics {
+        self.shared.metrics()
+    }
+
+    /// The end of everything appended so far: the LSN the next group starts at.
+    pub fn end_lsn(&self) -> Lsn {
+        self.shared.reserved_end()
+    }
+
+    /// Everything before this LSN is synced.
+    pub fn durable_lsn(&self) -> Lsn {
+        self.shared.synced()
+    }
+
+    /// Writes and syncs everything appended, records a clean shutdown, and stops
+    /// the background flusher. Later appends fail with `Error::Closed`. Reports the
+    /// first error; a poisoned log reports its poison. Closing twice is harmless.
+    /// Needs file space for what is still unwritten: checkpoint first if the log
+    /// is full.
+    ///
+    /// ```
+    /// # use redolog::{Config, Error, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// log.append(b"last words").unwrap();
+    /// log.close().unwrap();
+    /// assert!(matches!(log.append(b"too late"), Err(Error::Closed)));
+    /// ```
+    pub fn close(&self) -> Result<()> {
+        let previous = self.shared.sn.fetch_or(SN_CLOSED, Ordering::SeqCst);
+        let result = if previous & SN_CLOSED != 0 {
+            self.shared.check_poison()
+        } else {
+            let end = Sn(previous).to_lsn();
+            self.shared.wait_synced(end).and_then(|()| {
+                let mut state = self.shared.checkpoint_state.lock();
+                let lsn = state.lsn;
+                self.shared.write_checkpoint(&mut state, lsn, CHECKPOINT_CLEAN_SHUTDOWN)
+            })
+        };
+        self.stop_flusher();
+        result
+    }
+
+    fn stop_flusher(&self) {
+        {
+            let _guard = self.flusher_wake.0.lock();
+            self.shared.shutdown.store(true, Ordering::SeqCst);
+            self.flusher_wake.1.notify_all();
+        }
+        // A writer parked for file space gives up on shutdown.
+        self.shared.space_events.notify_all();
+        if let Some(flusher) = self.flusher.lock().take() {
+            // The flusher only returns; a panic in it has already poisoned nothing
+            // we could report here.
+            let _ = flusher.join();
+        }
+    }
+}
+
+impl Drop for Log {
+    /// Best effort `close`: writes and syncs what fits in the file space. If the
+    /// log is full, it stops without waiting for a checkpoint that cannot come.
+    fn drop(&mut self) {
+        let end = self.shared.reserved_end();
+        if last_data_block(end) < self.shared.file_limit() {
+            let _ = self.close();
+        } else {
+            self.stop_flusher();
+        }
+    }
+}
+
+/// Starts the thread that writes and syncs `Buffered` groups at least every
+/// `flush_interval` (docs/DESIGN.md §1.7). A timer is its whole purpose.
+fn spawn_flusher(shared: Arc<Shared>, wake: Arc<(Mutex<()>, Condvar)>) -> Result<JoinHandle<()>> {
+    let interval = shared.config.flush_interval;
+    std::thread::Builder::new()
+        .name("redolog-flusher".into())
+        .spawn(move || loop {
+            {
+                let mut guard = wake.0.lock();
+                if shared.shutdown.load(Ordering::SeqCst) {
+                    return;
+                }
+                wake.1.wait_for(&mut guard, interval);
+            }
+            if shared.shutdown.load(Ordering::SeqCst) || shared.is_poisoned() {
+                return;
+            }
+            let ready = shared.ready();
+            if ready > shared.synced() && shared.wait_synced(ready).is_err() {
+                return;
+            }
+        })
+        .map_err(|source| crate::error::Error::io("spawn flusher thread", "", source))
+}

@@ -1,0 +1,365 @@
+//! Counters and latency histograms, named and shaped like InnoDB's INNODB_METRICS
+//! `log` module (seed 002 lists them).
+//!
+//! Hot counters are sharded over cache-padded atomics (a thread always adds to the
+//! same shard), so 64 committing threads do not bounce one cache line.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crossbeam_utils::CachePadded;
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+
+use crate::wait::Waited;
+
+const SHARDS: usize = 16;
+
+fn shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    SHARD.with(|shard| *shard)
+}
+
+/// A monotonic counter. Relaxed: statistics only, never used to synchronise.
+#[derive(Default)]
+pub(crate) struct Counter {
+    shards: [CachePadded<AtomicU64>; SHARDS],
+}
+
+impl Counter {
+    pub(crate) fn add(&self, value: u64) {
+        if value > 0 {
+            self.shards[shard()].fetch_add(value, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.shards.iter().map(|shard| shard.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// The counters of one wait site.
+#[derive(Default)]
+pub(crate) struct WaitCounters {
+    no_waits: Counter,
+    waits: Counter,
+    wait_loops: Counter,
+    spin_rounds: Counter,
+    timeouts: Counter,
+    timeouts_with_work: Counter,
+}
+
+impl WaitCounters {
+    /// Records one visit of the wait site: `waited` sums what its loop cost;
+    /// `false` for `had_to_wait` means the condition held on arrival.
+    pub(crate) fn record(&self, had_to_wait: bool, waited: Waited) {
+        if had_to_wait {
+            self.waits.add(1);
+        } else {
+            self.no_waits.add(1);
+        }
+        self.wait_loops.add(waited.parks);
+        self.spin_rounds.add(waited.spins);
+        self.timeouts.add(waited.timeouts);
+        self.timeouts_with_work.add(waited.timeouts_with_work);
+    }
+
+    fn snapshot(&self) -> WaitStats {
+        WaitStats {
+            no_waits: self.no_waits.get(),
+            waits: self.waits.get(),
+            wait_loops: self.wait_loops.get(),
+            spin_rounds: self.spin_rounds.get(),
+            timeouts: self.timeouts.get(),
+            timeouts_with_work: self.timeouts_with_work.get(),
+        }
+    }
+}
+
+impl std::ops::AddAssign for Waited {
+    fn add_assign(&mut self, other: Waited) {
+        self.spins += other.spins;
+        self.parks += other.parks;
+        self.timeouts += other.timeouts;
+        self.timeouts_with_work += other.timeouts_with_work;
+    }
+}
+
+/// Microsecond latencies from 1 µs to 100 s at 2 significant digits.
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000, 2).expect("constant histogram bounds are valid")
+}
+
+/// A latency histogram sharded like `Counter`.
+pub(crate) struct LatencyRecorder {
+    shards: Box<[CachePadded<Mutex<Histogram<u64>>>]>,
+}
+
+impl LatencyRecorder {
+    fn new() -> Self {
+        LatencyRecorder { shards: (0..SHARDS).map(|_| CachePadded::new(Mutex::new(new_histogram()))).collect() }
+    }
+
+    pub(crate) fn record_us(&self, micros: u64) {
+        self.shards[shard()].lock().saturating_record(micros.max(1));
+    }
+
+    fn snapshot(&self) -> Histogram<u64> {
+        let mut merged = new_histogram();
+        for shard in self.shards.iter() {
+            // Same bounds on every shard, so `add` cannot fail.
+            let _ = merged.add(&*shard.lock());
+        }
+        merged
+    }
+}
+
+/// The live metrics of a log.
+pub(crate) struct MetricsRecorder {
+    pub(crate) on_write: WaitCounters,
+    pub(crate) on_flush: WaitCounters,
+    pub(crate) on_buffer_space: WaitCounters,
+    pub(crate) on_file_space: WaitCounters,
+    pub(crate) on_recent_written: WaitCounters,
+    pub(crate) on_ready: WaitCounters,
+    pub(crate) write_requests: Counter,
+    pub(crate) writes: Counter,
+    pub(crate) bytes_written: Counter,
+    pub(crate) fsyncs: Counter,
+    pub(crate) groups: Counter,
+    pub(crate) records: Counter,
+    pub(crate) checkpoints: Counter,
+    pub(crate) commit_wait_us: LatencyRecorder,
+    pub(crate) fsync_us: LatencyRecorder,
+}
+
+impl MetricsRecorder {
+    pub(crate) fn new() -> Self {
+        MetricsRecorder {
+            on_write: WaitCounters::default(),
+            on_flush: WaitCounters::default(),
+            on_buffer_space: WaitCounters::default(),
+            on_file_space: WaitCounters::default(),
+            on_recent_written: WaitCounters::default(),
+            on_ready: WaitCounters::default(),
+            write_requests: Counter::default(),
+            writes: Counter::default(),
+            bytes_written: Counter::default(),
+            fsyncs: Counter::default(),
+            groups: Counter::default(),
+            records: Counter::default(),
+            checkpoints: Counter::default(),
+            commit_wait_us: LatencyRecorder::new(),
+            fsync_us: LatencyRecorder::new(),
+        }
+    }
+
+    pub(crate) fn snapshot(&self, lsns: LsnLevels) -> Metrics {
+        Metrics {
+            lsns,
+            log_write_requests: self.write_requests.get(),
+            log_writes: self.writes.get(),
+            log_bytes_written: self.bytes_written.get(),
+            log_fsyncs: self.fsyncs.get(),
+            log_groups: self.groups.get(),
+            log_records: self.records.get(),
+            log_checkpoints: self.checkpoints.get(),
+            log_on_write: self.on_write.snapshot(),
+            log_on_flush: self.on_flush.snapshot(),
+            log_on_buffer_space: self.on_buffer_space.snapshot(),
+            log_on_file_space: self.on_file_space.snapshot(),
+            log_on_recent_written: self.on_recent_written.snapshot(),
+            log_on_ready: self.on_ready.snapshot(),
+            commit_wait_us: self.commit_wait_us.snapshot(),
+            fsync_us: self.fsync_us.snapshot(),
+        }
+    }
+}
+
+/// The counters of one wait site: InnoDB's `<site>_no_waits / _waits / _wait_loops`
+/// triad, plus the cost of spinning and the safety-net timeouts.
+///
+/// ```
+/// use redolog::WaitStats;
+/// let stats = WaitStats { no_waits: 90, waits: 10, wait_loops: 12, ..WaitStats::default() };
+/// assert_eq!(stats.no_waits + stats.waits, 100);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitStats {
+    /// Visits that found the condition already true.
+    pub no_waits: u64,
+    /// Visits that had to wait.
+    pub waits: u64,
+    /// Times a waiting thread parked (went to sleep).
+    pub wait_loops: u64,
+    /// Predicate checks made while spinning before parking.
+    pub spin_rounds: u64,
+    /// Parks that ended by the safety-net timeout.
+    pub timeouts: u64,
+    /// Timeouts that found the condition already true: lost wake-ups. Always 0
+    /// unless there is a bug.
+    pub timeouts_with_work: u64,
+}
+
+/// The LSN levels of InnoDB's `log_lsn_*` metrics.
+///
+/// ```
+/// use redolog::LsnLevels;
+/// let levels = LsnLevels::default();
+/// assert_eq!(levels.log_lsn_checkpoint_age(), 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LsnLevels {
+    /// End of everything appended (`log_lsn_current`).
+    pub log_lsn_current: u64,
+    /// End of the completely copied prefix (`ready_lsn`).
+    pub log_lsn_ready: u64,
+    /// End of what was written to the OS.
+    pub log_lsn_last_write: u64,
+    /// End of what was synced (`log_lsn_last_flush`).
+    pub log_lsn_last_flush: u64,
+    /// The last checkpoint (`log_lsn_last_checkpoint`).
+    pub log_lsn_last_checkpoint: u64,
+}
+
+impl LsnLevels {
+    /// Bytes of log between the checkpoint and the end (`log_lsn_checkpoint_age`).
+    pub fn log_lsn_checkpoint_age(&self) -> u64 {
+        self.log_lsn_current.saturating_sub(self.log_lsn_last_checkpoint)
+    }
+}
+
+/// A snapshot of a log's metrics, from `Log::metrics`.
+///
+/// ```
+/// use redolog::{Config, Durability, Log};
+/// let dir = tempfile::tempdir().unwrap();
+/// let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+/// log.commit(b"x", Durability::Synced).unwrap();
+/// let metrics = log.metrics();
+/// assert_eq!(metrics.log_records, 1);
+/// assert!(metrics.log_fsyncs >= 1);
+/// assert_eq!(metrics.fsync_us.len(), metrics.log_fsyncs);
+/// println!("{metrics}");
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// LSN levels.
+    pub lsns: LsnLevels,
+    /// Calls of `wait` / `commit` with `Written` or `Synced` (`log_write_requests`).
+    pub log_write_requests: u64,
+    /// Write calls to the OS (`log_writes`): one `pwritev` per file touched.
+    pub log_writes: u64,
+    /// Bytes handed to the OS, whole blocks (a partial block counts each time).
+    pub log_bytes_written: u64,
+    /// fdatasync calls on log files.
+    pub log_fsyncs: u64,
+    /// Groups appended.
+    pub log_groups: u64,
+    /// Records appended.
+    pub log_records: u64,
+    /// Checkpoints written.
+    pub log_checkpoints: u64,
+    /// Waiting for an LSN to be written (`log_on_write_*`).
+    pub log_on_write: WaitStats,
+    /// Waiting for an LSN to be synced (`log_on_flush_*`).
+    pub log_on_flush: WaitStats,
+    /// Appenders waiting for free ring space (`log_on_buffer_space_*`).
+    pub log_on_buffer_space: WaitStats,
+    /// The writer waiting for a checkpoint to free file space (`log_on_file_space_*`).
+    pub log_on_file_space: WaitStats,
+    /// Appenders waiting for a free link-buffer slot (`log_on_recent_written_*`).
+    pub log_on_recent_written: WaitStats,
+    /// The writer waiting for appenders to finish copying (`log_on_ready_*`).
+    pub log_on_ready: WaitStats,
+    /// Time `wait`/`commit` spent waiting for Written or Synced, in µs.
+    pub commit_wait_us: Histogram<u64>,
+    /// Duration of each fdatasync of a log file, in µs.
+    pub fsync_us: Histogram<u64>,
+}
+
+impl Metrics {
+    /// Records appended per fdatasync.
+    pub fn records_per_fsync(&self) -> f64 {
+        self.log_records as f64 / self.log_fsyncs.max(1) as f64
+    }
+
+    /// Bytes written per fdatasync.
+    pub fn bytes_per_fsync(&self) -> f64 {
+        self.log_bytes_written as f64 / self.log_fsyncs.max(1) as f64
+    }
+
+    /// Every counter as `(name, value)`, named as in INNODB_METRICS.
+    pub fn counters(&self) -> Vec<(String, u64)> {
+        let mut counters = vec![
+            ("log_lsn_current".to_string(), self.lsns.log_lsn_current),
+            ("log_lsn_ready".to_string(), self.lsns.log_lsn_ready),
+            ("log_lsn_last_write".to_string(), self.lsns.log_lsn_last_write),
+            ("log_lsn_last_flush".to_string(), self.lsns.log_lsn_last_flush),
+            ("log_lsn_last_checkpoint".to_string(), self.lsns.log_lsn_last_checkpoint),
+            ("log_lsn_checkpoint_age".to_string(), self.lsns.log_lsn_checkpoint_age()),
+            ("log_write_requests".to_string(), self.log_write_requests),
+            ("log_writes".to_string(), self.log_writes),
+            ("log_bytes_written".to_string(), self.log_bytes_written),
+            ("log_fsyncs".to_string(), self.log_fsyncs),
+            ("log_groups".to_string(), self.log_groups),
+            ("log_records".to_string(), self.log_records),
+            ("log_checkpoints".to_string(), self.log_checkpoints),
+        ];
+        let sites = [
+            ("log_on_write_", &self.log_on_write),
+            ("log_on_flush_", &self.log_on_flush),
+            ("log_on_buffer_space_", &self.log_on_buffer_space),
+            ("log_on_file_space_", &self.log_on_file_space),
+            ("log_on_recent_written_", &self.log_on_recent_written),
+            ("log_on_ready_", &self.log_on_ready),
+        ];
+        for (prefix, stats) in sites {
+            counters.push((format!("{prefix}no_waits"), stats.no_waits));
+            counters.push((format!("{prefix}waits"), stats.waits));
+            counters.push((format!("{prefix}wait_loops"), stats.wait_loops));
+            counters.push((format!("{prefix}spin_rounds"), stats.spin_rounds));
+            counters.push((format!("{prefix}timeouts"), stats.timeouts));
+            counters.push((format!("{prefix}timeouts_with_work"), stats.timeouts_with_work));
+        }
+        counters
+    }
+
+    /// Total lost wake-ups over all wait sites (always 0 unless there is a bug).
+    pub fn timeouts_with_work(&self) -> u64 {
+        [
+            &self.log_on_write,
+            &self.log_on_flush,
+            &self.log_on_buffer_space,
+            &self.log_on_file_space,
+            &self.log_on_recent_written,
+            &self.log_on_ready,
+        ]
+        .iter()
+        .map(|stats| stats.timeouts_with_work)
+        .sum()
+    }
+}
+
+impl fmt::Display for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (name, value) in self.counters() {
+            writeln!(f, "{name:<36} {value}")?;
+        }
+        for (name, histogram) in [("commit_wait_us", &self.commit_wait_us), ("fsync_us", &self.fsync_us)] {
+            writeln!(
+                f,
+                "{name:<36} count {} p50 {} p99 {} max {}",
+                histogram.len(),
+                histogram.value_at_quantile(0.5),
+                histogram.value_at_quantile(0.99),
+                histogram.max()
+            )?;
+        }
+        Ok(())
+    }
+}

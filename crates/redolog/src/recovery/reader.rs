@@ -1,0 +1,333 @@
+//! Reading the block stream and the groups in it. The reader reports what it finds
+//! — a group, the end of the valid stream and why, or a group that is damaged
+//! inside valid blocks — and never writes; `scan.rs` decides what that means.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::{
+    read_block_header, BlockState, GroupHeader, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES, GROUP_HEADER_BYTES,
+    RECORD_HEADER_BYTES,
+};
+use crate::layout::Layout;
+use crate::lsn::{BlockNo, Lsn};
+use crate::writer::Files;
+
+/// Blocks read per I/O while scanning (128 KiB).
+const READ_AHEAD_BLOCKS: u64 = 256;
+
+/// Reads blocks from their places in the files, with read-ahead.
+pub(crate) struct BlockReader {
+    files: Arc<Files>,
+    layout: Layout,
+    buffer: Vec<u8>,
+    first: u64,
+    count: u64,
+}
+
+impl BlockReader {
+    pub(crate) fn new(files: Arc<Files>, layout: Layout) -> Self {
+        BlockReader { files, layout, buffer: Vec::new(), first: 0, count: 0 }
+    }
+
+    /// The bytes of `block`. An I/O error fails recovery: a block we cannot read
+    /// is never taken for the end of the log (reliability matrix E7).
+    pub(crate) fn read(&mut self, block: BlockNo) -> Result<&[u8]> {
+        if !(self.first..self.first + self.count).contains(&block.0) {
+            let Some(run) = self.layout.runs(block, READ_AHEAD_BLOCKS).next() else {
+                unreachable!("runs of a non-empty range yield at least one run");
+            };
+            self.buffer.resize((run.count as usize) * BLOCK_BYTES, 0);
+            self.files.handles[run.file_index]
+                .read_exact_at(&mut self.buffer, run.offset)
+                .map_err(|source| Error::io("read", self.files.paths[run.file_index].clone(), source))?;
+            self.first = block.0;
+            self.count = run.count;
+        }
+        let index = ((block.0 - self.first) as usize) * BLOCK_BYTES;
+        Ok(&self.buffer[index..index + BLOCK_BYTES])
+    }
+
+    /// Reads and classifies `block`.
+    pub(crate) fn state(&mut self, block: BlockNo) -> Result<BlockState> {
+        Ok(read_block_header(self.read(block)?, block))
+    }
+
+    /// Where block `block` lives, for error messages.
+    pub(crate) fn place(&self, block: BlockNo) -> (std::path::PathBuf, u64) {
+        let (file_index, offset) = self.layout.place(block);
+        (self.files.paths[file_index].clone(), offset)
+    }
+
+    pub(crate) fn corruption(&self, lsn: Lsn, reason: String) -> Error {
+        let (path, block_offset) = self.place(lsn.block());
+        Error::Corruption { path, offset: block_offset + lsn.offset_in_block() as u64, lsn, reason }
+    }
+}
+
+/// A recovered record group: one mini-transaction, whole.
+///
+/// ```
+/// use redolog::{Config, Durability, Log};
+/// let dir = tempfile::tempdir().unwrap();
+/// let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+/// let end = log.append_group(&[b"page 7: set x", b"page 9: set y"]).unwrap();
+/// log.wait(end, Durability::Synced).unwrap();
+/// drop(log);
+/// let (_, recovery) = Log::open(dir.path(), Config::default()).unwrap();
+/// let groups: Vec<_> = recovery.map(Result::unwrap).collect();
+/// assert_eq!(groups[0].end_lsn(), end);
+/// let records: Vec<&[u8]> = groups[0].records().collect();
+/// assert_eq!(records, [&b"page 7: set x"[..], b"page 9: set y"]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    start: Lsn,
+    end: Lsn,
+    data: Vec<u8>,
+    /// `(offset in data, length)` of each record.
+    records: Vec<(usize, usize)>,
+}
+
+impl Group {
+    /// The LSN the group starts at (its header).
+    pub fn start_lsn(&self) -> Lsn {
+        self.start
+    }
+
+    /// The LSN just after the group: the value `append_group` returned for it.
+    pub fn end_lsn(&self) -> Lsn {
+        self.end
+    }
+
+    /// The group's records, in the order they were appended.
+    pub fn records(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        self.records.iter().map(|&(offset, len)| &self.data[offset..offset + len])
+    }
+
+    /// Number of records.
+    pub fn record_count(&self) -> usize {
+        self.records.len()
+    }
+}
+
+/// Why the valid stream ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StreamEnd {
+    /// A valid block with `data_len < 492`: the stream ends after its data.
+    PartialBlock,
+    /// This block is not a valid block of the expected number.
+    NotValid(BlockState),
+    /// The reader reached the limit it was given.
+    Limit,
+}
+
+/// One step of reading the group stream.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// A complete group (its data kept only if the reader keeps data).
+    Group(Group),
+    /// The valid stream ends at `at`; bytes from `group_start` to `at` belong to a
+    /// group cut off by the end.
+    End { group_start: Lsn, at: Lsn, why: StreamEnd },
+}
+
+/// The state of the block the reader is in.
+struct CurrentBlock {
+    number: BlockNo,
+    data_len: usize,
+    first_group: usize,
+    /// Whether a group start was seen in this block (for the `first_group` check).
+    saw_group_start: bool,
+    /// Whether the block was entered at its first data byte (so every group start
+    /// in it is seen).
+    entered_at_start: bool,
+}
+
+/// Reads groups from a position in the block stream.
+pub(crate) struct GroupReader {
+    pub(crate) blocks: BlockReader,
+    position: Lsn,
+    current: Option<CurrentBlock>,
+    /// Stop before this LSN (used to re-read a known-good range).
+    limit: Option<Lsn>,
+    keep_data: bool,
+    /// Largest group the format and the log allow; larger headers are damage.
+    group_bytes_max: u64,
+    /// Every valid block seen, for the durable frontier: max `synced_block`.
+    pub(crate) max_synced_block: BlockNo,
+    /// The last block seen valid.
+    pub(crate) last_valid_block: Option<BlockNo>,
+}
+
+/// An internal outcome of reading bytes.
+enum Read {
+    Done,
+    Ended(StreamEnd),
+}
+
+impl GroupReader {
+    pub(crate) fn new(blocks: BlockReader, position: Lsn, keep_data: bool, group_bytes_max: u64) -> Self {
+        debug_assert!(position.is_data_position());
+        GroupReader {
+            blocks,
+            position,
+            current: None,
+            limit: None,
+            keep_data,
+            group_bytes_max,
+            max_synced_block: BlockNo(0),
+            last_valid_block: None,
+        }
+    }
+
+    pub(crate) fn with_limit(mut self, limit: Lsn) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    pub(crate) fn position(&self) -> Lsn {
+        self.position
+    }
+
+    /// Enters the block at `self.position` if not in it yet.
+    fn enter_block(&mut self) -> Result<Option<StreamEnd>> {
+        let number = self.position.block();
+        if self.current.as_ref().is_some_and(|block| block.number == number) {
+            return Ok(None);
+        }
+        if let Some(previous) = self.current.take() {
+            self.check_first_group(&previous)?;
+        }
+        match self.blocks.state(number)? {
+            BlockState::Valid(header) => {
+                self.max_synced_block = self.max_synced_block.max(header.synced_block());
+                self.last_valid_block = Some(number);
+                self.current = Some(CurrentBlock {
+                    number,
+                    data_len: header.data_len,
+                    first_group: header.first_group,
+                    saw_group_start: false,
+                    entered_at_start: self.position.offset_in_block() == BLOCK_HEADER_BYTES,
+                });
+                Ok(None)
+            }
+            other => Ok(Some(StreamEnd::NotValid(other))),
+        }
+    }
+
+    /// A block left behind must have had `first_group` = the first group start
+    /// the reader saw in it, or 0 if none (docs/DESIGN.md INV-9).
+    fn check_first_group(&self, block: &CurrentBlock) -> Result<()> {
+        if block.entered_at_start && !block.saw_group_start && block.first_group != 0 {
+            let at = Lsn(block.number.start().0 + block.first_group as u64);
+            return Err(self.blocks.corruption(at, "first_group points at no group start".into()));
+        }
+        Ok(())
+    }
+
+    fn note_group_start(&mut self) -> Result<()> {
+        let offset = self.position.offset_in_block();
+        if let Some(block) = self.current.as_mut() {
+            if !block.saw_group_start {
+                block.saw_group_start = true;
+                if block.entered_at_start && block.first_group != offset {
+                    let reason = format!("first_group is {} but a group starts at {offset}", block.first_group);
+                    return Err(self.blocks.corruption(self.position, reason));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `len` data bytes (into `out` if given), crossing blocks.
+    fn read_bytes(&mut self, mut len: u64, mut out: Option<&mut Vec<u8>>) -> Result<Read> {
+        while len > 0 {
+            if self.limit.is_some_and(|limit| self.position >= limit) {
+                return Ok(Read::Ended(StreamEnd::Limit));
+            }
+            if let Some(end) = self.enter_block()? {
+                return Ok(Read::Ended(end));
+            }
+            let Some(block) = self.current.as_ref() else { unreachable!("entered a valid block") };
+            let offset = self.position.offset_in_block();
+            let data_end = BLOCK_HEADER_BYTES + block.data_len;
+            if offset >= data_end {
+                return Ok(Read::Ended(StreamEnd::PartialBlock));
+            }
+            let count = ((data_end - offset) as u64).min(len) as usize;
+            if let Some(out) = out.as_deref_mut() {
+                let image = self.blocks.read(block.number)?;
+                out.extend_from_slice(&image[offset..offset + count]);
+            }
+            len -= count as u64;
+            self.position = if offset + count == BLOCK_HEADER_BYTES + BLOCK_DATA_BYTES {
+                BlockNo(block.number.0 + 1).data_start()
+            } else {
+                Lsn(self.position.0 + count as u64)
+            };
+        }
+        Ok(Read::Done)
+    }
+
+    /// Reads the next group, or reports where the stream ends.
+    pub(crate) fn next_step(&mut self) -> Result<Step> {
+        let group_start = self.position;
+        if let Some(why) = self.at_limit() {
+            return Ok(Step::End { group_start, at: group_start, why });
+        }
+        if let Some(why) = self.enter_block()? {
+            return Ok(Step::End { group_start, at: group_start, why });
+        }
+        let block_data_end = self.current.as_ref().map_or(0, |block| BLOCK_HEADER_BYTES + block.data_len);
+        if group_start.offset_in_block() >= block_data_end {
+            return Ok(Step::End { group_start, at: group_start, why: StreamEnd::PartialBlock });
+        }
+        self.note_group_start()?;
+        let mut header_bytes = Vec::with_capacity(GROUP_HEADER_BYTES);
+        if let Read::Ended(why) = self.read_bytes(GROUP_HEADER_BYTES as u64, Some(&mut header_bytes))? {
+            return Ok(Step::End { group_start, at: self.position, why });
+        }
+        let mut raw = [0u8; GROUP_HEADER_BYTES];
+        raw.copy_from_slice(&header_bytes);
+        let header = GroupHeader::decode(&raw);
+        if !header.is_plausible() || header.total_bytes() > self.group_bytes_max {
+            let reason = format!("group header claims {} records in {} bytes", header.record_count, header.body_bytes);
+            return Err(self.blocks.corruption(group_start, reason));
+        }
+        self.read_records(group_start, header)
+    }
+
+    fn at_limit(&self) -> Option<StreamEnd> {
+        self.limit.is_some_and(|limit| self.position >= limit).then_some(StreamEnd::Limit)
+    }
+
+    fn read_records(&mut self, group_start: Lsn, header: GroupHeader) -> Result<Step> {
+        let mut data = Vec::new();
+        let mut records = Vec::with_capacity(header.record_count.min(1024) as usize);
+        let mut body_left = header.body_bytes;
+        for _ in 0..header.record_count {
+            let mut len_bytes = Vec::with_capacity(RECORD_HEADER_BYTES);
+            if let Read::Ended(why) = self.read_bytes(RECORD_HEADER_BYTES as u64, Some(&mut len_bytes))? {
+                return Ok(Step::End { group_start, at: self.position, why });
+            }
+            let len = u64::from(crate::format::read_u32(&len_bytes, 0));
+            if RECORD_HEADER_BYTES as u64 + len > body_left {
+                let reason = format!("record of {len} bytes overruns its group ({body_left} bytes left)");
+                return Err(self.blocks.corruption(group_start, reason));
+            }
+            body_left -= RECORD_HEADER_BYTES as u64 + len;
+            let offset = data.len();
+            let out = if self.keep_data { Some(&mut data) } else { None };
+            if let Read::Ended(why) = self.read_bytes(len, out)? {
+                return Ok(Step::End { group_start, at: self.position, why });
+            }
+            records.push((offset, len as usize));
+        }
+        if body_left != 0 {
+            let reason = format!("group has {body_left} bytes after its last record");
+            return Err(self.blocks.corruption(group_start, reason));
+        }
+        Ok(Step::Group(Group { start: group_start, end: self.position, data, records }))
+    }
+}

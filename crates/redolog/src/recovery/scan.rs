@@ -1,0 +1,262 @@
+//! Finding the end of the log, deciding torn tail versus corruption, and erasing a
+//! torn tail (docs/DESIGN.md §4, INV-12–INV-14).
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::{
+    read_block_header, BlockHeader, BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES,
+    CHECKPOINT_CLEAN_SHUTDOWN,
+};
+use crate::layout::Layout;
+use crate::lsn::{BlockNo, Lsn};
+use crate::recovery::reader::{BlockReader, GroupReader, Step, StreamEnd};
+use crate::writer::Files;
+
+/// How the log ended, as found by recovery.
+///
+/// ```
+/// use redolog::{Config, Durability, Log, LogEnd};
+/// let dir = tempfile::tempdir().unwrap();
+/// let (log, recovery) = Log::open(dir.path(), Config::default()).unwrap();
+/// assert_eq!(recovery.end(), LogEnd::Created);
+/// log.commit(b"x", Durability::Synced).unwrap();
+/// log.close().unwrap();
+/// let (_, recovery) = Log::open(dir.path(), Config::default()).unwrap();
+/// assert_eq!(recovery.end(), LogEnd::CleanShutdown);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogEnd {
+    /// The log was created by this `open`.
+    Created,
+    /// The log was closed cleanly and ends where the close left it.
+    CleanShutdown,
+    /// The log ends at a complete group and nothing of the current lap lies past it
+    /// (the process stopped without `close`, but nothing was cut off).
+    Clean,
+    /// Bytes past the last complete group — a group cut off by a crash, or blocks
+    /// written but never synced — were erased before the log reopened.
+    TornTail {
+        /// The LSN the log now ends at (the end of the last complete group).
+        truncated_at: crate::Lsn,
+        /// Blocks rewritten or zeroed.
+        blocks_erased: u64,
+    },
+}
+
+/// What the scan found.
+pub(crate) struct ScanResult {
+    /// Where recovered groups start (the first group start at or after the checkpoint).
+    pub(crate) start: Lsn,
+    /// End of the last complete group.
+    pub(crate) end: Lsn,
+    pub(crate) log_end: LogEnd,
+    /// The block holding `end`, as the log must continue it.
+    pub(crate) last_block: Vec<u8>,
+}
+
+/// Where recovered groups start.
+struct Start {
+    lsn: Lsn,
+    /// The group holding the checkpoint never completed: the log continues at the
+    /// checkpoint itself, and the stream of that group ends here.
+    torn_group_end: Option<Lsn>,
+}
+
+/// Finds the first group start at or after the checkpoint LSN (FORMAT.md §7 step 2).
+fn find_start(files: &Arc<Files>, layout: &Layout, checkpoint: Lsn, group_bytes_max: u64) -> Result<Start> {
+    let at_checkpoint = Start { lsn: checkpoint, torn_group_end: None };
+    let mut blocks = BlockReader::new(files.clone(), *layout);
+    // Nothing durable at the checkpoint: the log continues there. If data after it
+    // had been synced, the durable-frontier check reports the damage.
+    let BlockState::Valid(header) = blocks.state(checkpoint.block())? else {
+        return Ok(at_checkpoint);
+    };
+    let offset = checkpoint.offset_in_block();
+    if header.first_group > offset {
+        return Ok(Start { lsn: Lsn(checkpoint.block().start().0 + header.first_group as u64), torn_group_end: None });
+    }
+    // Walk the groups from the block's first one (or, if none starts in it, from
+    // the first later block where one starts) up to the checkpoint.
+    let mut first = Lsn(checkpoint.block().start().0 + header.first_group as u64);
+    if header.first_group == 0 {
+        let mut block = checkpoint.block();
+        loop {
+            block = BlockNo(block.0 + 1);
+            match blocks.state(block)? {
+                BlockState::Valid(header) if header.first_group != 0 => {
+                    return Ok(Start { lsn: Lsn(block.start().0 + header.first_group as u64), torn_group_end: None });
+                }
+                BlockState::Valid(header) if header.data_len == BLOCK_DATA_BYTES => {}
+                // The group holding the checkpoint ends in a partial or missing block.
+                BlockState::Valid(header) => {
+                    let stream_end = Lsn(block.data_start().0 + header.data_len as u64);
+                    return Ok(Start { lsn: checkpoint, torn_group_end: Some(stream_end) });
+                }
+                _ => return Ok(Start { lsn: checkpoint, torn_group_end: Some(block.data_start()) }),
+            }
+        }
+    }
+    let mut groups = GroupReader::new(BlockReader::new(files.clone(), *layout), first, false, group_bytes_max);
+    while groups.position() < checkpoint {
+        match groups.next_step()? {
+            Step::Group(group) => first = group.end_lsn(),
+            Step::End { at, .. } => return Ok(Start { lsn: checkpoint, torn_group_end: Some(at.max(checkpoint)) }),
+        }
+    }
+    Ok(Start { lsn: first, torn_group_end: None })
+}
+
+/// Scans from the checkpoint to the end and decides how the log ended.
+pub(crate) fn scan(
+    files: &Arc<Files>,
+    layout: &Layout,
+    checkpoint: &CheckpointSlot,
+    unsynced_blocks: u64,
+) -> Result<ScanResult> {
+    let group_bytes_max = (layout.ring_blocks - 2) * BLOCK_DATA_BYTES as u64;
+    let checkpoint_lsn = Lsn(checkpoint.lsn);
+    let start = find_start(files, layout, checkpoint_lsn, group_bytes_max)?;
+    let mut groups = GroupReader::new(BlockReader::new(files.clone(), *layout), start.lsn, false, group_bytes_max);
+    let (end, stream_end, why) = match start.torn_group_end {
+        Some(stream_end) => (start.lsn, stream_end, StreamEnd::PartialBlock),
+        None => loop {
+            match groups.next_step()? {
+                Step::Group(_) => {}
+                Step::End { group_start, at, why } => break (group_start, at, why),
+            }
+        },
+    };
+    // Past the stream: valid blocks of this lap, up to the unsynced bound beyond
+    // the last one found and never into the checkpoint's part of the ring.
+    let ring_limit = checkpoint_lsn.block().0 + layout.ring_blocks;
+    let mut blocks = groups.blocks;
+    let mut max_synced_block = groups.max_synced_block;
+    let mut last_current = Some(stream_end.block()).filter(|_| stream_end > end);
+    let mut probe = stream_end.block().0 + u64::from(why == StreamEnd::PartialBlock);
+    let mut horizon = probe + unsynced_blocks + 1;
+    while probe < horizon.min(ring_limit) {
+        if let BlockState::Valid(header) = blocks.state(BlockNo(probe))? {
+            max_synced_block = max_synced_block.max(header.synced_block());
+            last_current = Some(BlockNo(probe));
+            horizon = probe + unsynced_blocks + 1;
+        }
+        probe += 1;
+    }
+    // INV-13: the durable frontier. Everything below it was synced once; the valid
+    // stream must reach it.
+    let frontier = Lsn(checkpoint.durable_lsn).max(max_synced_block.data_start());
+    if stream_end < frontier {
+        let reason = match why {
+            StreamEnd::NotValid(state) => format!("{} block before the durable end {frontier}", describe(state)),
+            _ => format!("the log ends before its durable end {frontier}"),
+        };
+        return Err(blocks.corruption(stream_end, reason));
+    }
+    let clean_shutdown = checkpoint.flags & CHECKPOINT_CLEAN_SHUTDOWN != 0 && checkpoint.durable_lsn == end.0;
+    let needs_erase = stream_end > end || last_current.is_some_and(|block| block > end.block());
+    let (log_end, last_block) = if needs_erase {
+        let erase = Erase { end, last_current, restart_group: start.torn_group_end.is_some() };
+        let (blocks_erased, last_block) = erase_tail(files, layout, &mut blocks, &erase)?;
+        (LogEnd::TornTail { truncated_at: end, blocks_erased }, last_block)
+    } else {
+        let log_end = if clean_shutdown { LogEnd::CleanShutdown } else { LogEnd::Clean };
+        (log_end, continuation_block(&mut blocks, end)?)
+    };
+    Ok(ScanResult { start: start.lsn, end, log_end, last_block })
+}
+
+fn describe(state: BlockState) -> &'static str {
+    match state {
+        BlockState::Valid(_) => "valid",
+        BlockState::Unused => "an unwritten (all-zero)",
+        BlockState::Misplaced(_) => "a misplaced or stale",
+        BlockState::Bad => "a checksum-failing",
+    }
+}
+
+/// What to erase past the end.
+struct Erase {
+    end: Lsn,
+    last_current: Option<BlockNo>,
+    /// The log continues inside the block of a torn group: `first_group` must
+    /// point at `end`, where the next group will start.
+    restart_group: bool,
+}
+
+/// INV-14: rewrites the block holding `end` without the bytes past it, zeroes every
+/// later block up to `last_current`, and syncs. Returns the blocks erased and the
+/// block the log continues in. Idempotent: a crash in the middle leaves a state
+/// from which recovery finds the same end and erases again.
+fn erase_tail(files: &Files, layout: &Layout, blocks: &mut BlockReader, erase: &Erase) -> Result<(u64, Vec<u8>)> {
+    let end = erase.end;
+    let mut erased = 0;
+    let mut last_block = continuation_block(blocks, end)?;
+    let first_zeroed = if end.offset_in_block() > BLOCK_HEADER_BYTES {
+        let mut image = blocks.read(end.block())?.to_vec();
+        let BlockState::Valid(header) = read_block_header(&image, end.block()) else {
+            unreachable!("a block holding data before the end is valid");
+        };
+        let data_len = end.offset_in_block() - BLOCK_HEADER_BYTES;
+        image[BLOCK_HEADER_BYTES + data_len..].fill(0);
+        if erase.restart_group {
+            crate::buffer::set_first_group_in(&mut image, end.offset_in_block() as u16);
+        }
+        BlockHeader::seal(&mut image, end.block(), data_len, header.synced_back);
+        write_blocks(files, layout, end.block(), &image)?;
+        last_block[..end.offset_in_block()].copy_from_slice(&image[..end.offset_in_block()]);
+        erased += 1;
+        end.block().0 + 1
+    } else {
+        end.block().0
+    };
+    let last = erase.last_current.map_or(first_zeroed, |block| block.0 + 1).max(first_zeroed);
+    let zeros = vec![0u8; BLOCK_BYTES * 256];
+    let mut block = first_zeroed;
+    while block < last {
+        let count = (last - block).min(256);
+        write_blocks(files, layout, BlockNo(block), &zeros[..count as usize * BLOCK_BYTES])?;
+        erased += count;
+        block += count;
+    }
+    // The erase must be durable before any new append reuses these blocks: else a
+    // crash could resurrect the stale bytes behind new ones.
+    for file_index in layout.files_between(end.block(), BlockNo(last.max(end.block().0 + 1) - 1)) {
+        files.handles[file_index]
+            .sync_data()
+            .map_err(|source| Error::io("fdatasync", files.paths[file_index].clone(), source))?;
+    }
+    Ok((erased, last_block))
+}
+
+/// Writes consecutive block images starting at `first`, split at file boundaries.
+fn write_blocks(files: &Files, layout: &Layout, first: BlockNo, images: &[u8]) -> Result<()> {
+    let mut done = 0usize;
+    for run in layout.runs(first, (images.len() / BLOCK_BYTES) as u64) {
+        let len = run.count as usize * BLOCK_BYTES;
+        files.handles[run.file_index]
+            .write_all_at(&[&images[done..done + len]], run.offset)
+            .map_err(|source| Error::io("write", files.paths[run.file_index].clone(), source))?;
+        done += len;
+    }
+    Ok(())
+}
+
+/// The block the log continues in at `end`: its valid prefix, with `first_group`
+/// pointing at `end` if no earlier group starts in it (INV-9 for the first new
+/// group); an empty block if nothing valid precedes `end` in it.
+fn continuation_block(blocks: &mut BlockReader, end: Lsn) -> Result<Vec<u8>> {
+    let mut image = vec![0u8; BLOCK_BYTES];
+    let used = end.offset_in_block();
+    let first_group = match blocks.state(end.block())? {
+        BlockState::Valid(header) if used > BLOCK_HEADER_BYTES => {
+            image[..used].copy_from_slice(&blocks.read(end.block())?[..used]);
+            header.first_group
+        }
+        _ => 0,
+    };
+    if first_group == 0 || first_group > used {
+        crate::buffer::set_first_group_in(&mut image, used as u16);
+    }
+    Ok(image)
+}

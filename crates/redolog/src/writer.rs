@@ -1,0 +1,212 @@
+//! The write and sync stages: turning the ring's completed prefix into file writes,
+//! and file writes into durable data (docs/DESIGN.md §1.5).
+//!
+//! Only the holder of the write role calls `Writer::write`; only the holder of the
+//! sync role calls `Files::sync_range`. Neither decides *when*: that is the commit
+//! protocol's job (`commit/group.rs`).
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::buffer::RingBuffer;
+use crate::format::{BlockHeader, BLOCK_BYTES, BLOCK_HEADER_BYTES};
+use crate::layout::Layout;
+use crate::lsn::{BlockNo, Lsn};
+use crate::storage::StorageFile;
+
+/// The open log files, in file-number order.
+#[derive(Clone, Debug)]
+pub(crate) struct Files {
+    pub(crate) handles: Vec<Arc<dyn StorageFile>>,
+    pub(crate) paths: Vec<PathBuf>,
+}
+
+/// An I/O failure with the file it happened on.
+#[derive(Debug)]
+pub(crate) struct IoFailure {
+    pub(crate) op: &'static str,
+    pub(crate) path: PathBuf,
+    pub(crate) source: io::Error,
+}
+
+/// What one `Writer::write` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WriteDone {
+    pub(crate) calls: u64,
+    pub(crate) bytes: u64,
+}
+
+/// The last block holding data below `end`: the block of `end`, unless `end` is
+/// the first data position of its block.
+pub(crate) fn last_data_block(end: Lsn) -> BlockNo {
+    if end.offset_in_block() == BLOCK_HEADER_BYTES {
+        BlockNo(end.block().0 - 1)
+    } else {
+        end.block()
+    }
+}
+
+/// `synced_back` for block `block` when the sync frontier is `synced`
+/// (docs/FORMAT.md §5): saturating, so a far frontier only weakens the proof.
+fn synced_back(block: BlockNo, synced: Lsn) -> u32 {
+    u32::try_from(block.0.saturating_sub(synced.block().0)).unwrap_or(u32::MAX)
+}
+
+impl Files {
+    /// fdatasyncs every file holding a block of `[from, to)`. Returns the number of
+    /// fdatasync calls and their durations.
+    pub(crate) fn sync_range(
+        &self,
+        layout: &Layout,
+        from: Lsn,
+        to: Lsn,
+        mut on_sync: impl FnMut(std::time::Duration),
+    ) -> Result<u64, IoFailure> {
+        debug_assert!(from < to);
+        let mut calls = 0;
+        for file_index in layout.files_between(from.block(), last_data_block(to)) {
+            let started = std::time::Instant::now();
+            // INV-5: `synced` moves only after this returns Ok for every file.
+            // A failure is never retried (INV-6): the caller poisons the log.
+            self.handles[file_index].sync_data().map_err(|source| IoFailure {
+                op: "fdatasync",
+                path: self.paths[file_index].clone(),
+                source,
+            })?;
+            on_sync(started.elapsed());
+            calls += 1;
+        }
+        Ok(calls)
+    }
+}
+
+/// The state the write role owns.
+pub(crate) struct Writer {
+    /// The partial last block, sealed aside so appenders can keep filling the
+    /// ring's copy (InnoDB's write-ahead buffer).
+    partial: Box<[u8; BLOCK_BYTES]>,
+}
+
+impl Writer {
+    pub(crate) fn new() -> Self {
+        Writer { partial: Box::new([0u8; BLOCK_BYTES]) }
+    }
+
+    /// Writes every block holding data of `[from, to)`, whole blocks from the block
+    /// of `from`: full blocks sealed in place in the ring, the partial last block
+    /// from the side buffer. One vectored write per file touched.
+    ///
+    /// Preconditions (the write role's): `to <= ready` (INV-2), `from == written`.
+    pub(crate) fn write(
+        &mut self,
+        ring: &RingBuffer,
+        layout: &Layout,
+        files: &Files,
+        (from, to): (Lsn, Lsn),
+        synced: Lsn,
+    ) -> Result<WriteDone, IoFailure> {
+        debug_assert!(from < to);
+        let first = from.block();
+        let full_end = to.block();
+        let partial_len = to.offset_in_block() - BLOCK_HEADER_BYTES;
+        for block in first.0..full_end.0 {
+            // SAFETY: we hold the write role and the block lies below `ready`, so
+            // no appender touches it (INV-2, INV-3).
+            #[allow(unsafe_code)]
+            unsafe {
+                ring.seal_full_block(BlockNo(block), synced_back(BlockNo(block), synced));
+            }
+        }
+        if partial_len > 0 {
+            let used = BLOCK_HEADER_BYTES + partial_len;
+            ring.copy_out(full_end, used, &mut self.partial[..]);
+            self.partial[used..].fill(0);
+            BlockHeader::seal(&mut self.partial[..], full_end, partial_len, synced_back(full_end, synced));
+        }
+        let block_count = full_end.0 - first.0 + u64::from(partial_len > 0);
+        let mut done = WriteDone::default();
+        for run in layout.runs(first, block_count) {
+            let run_end = run.first.0 + run.count;
+            let mut slices: Vec<&[u8]> = Vec::with_capacity(3);
+            let mut block = run.first.0;
+            while block < run_end.min(full_end.0) {
+                // Stop at the end of the ring buffer: the next block is at its start.
+                let to_ring_end = ring.ring_blocks() - block % ring.ring_blocks();
+                let count = to_ring_end.min(run_end.min(full_end.0) - block);
+                // SAFETY: as above; these blocks stay below `ready` and unwritten by
+                // appenders until we publish `written`, after the slices are gone.
+                #[allow(unsafe_code)]
+                slices.push(unsafe { ring.blocks(BlockNo(block), count) });
+                block += count;
+            }
+            if block < run_end {
+                debug_assert_eq!(block, full_end.0);
+                slices.push(&self.partial[..]);
+            }
+            files.handles[run.file_index].write_all_at(&slices, run.offset).map_err(|source| IoFailure {
+                op: "write",
+                path: files.paths[run.file_index].clone(),
+                source,
+            })?;
+            done.calls += 1;
+            done.bytes += run.count * BLOCK_BYTES as u64;
+        }
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{read_block_header, BlockState, BLOCK_DATA_BYTES, FILE_HEADER_AREA_BYTES};
+    use crate::storage::{MemStorage, Storage};
+
+    fn files(layout: &Layout) -> Files {
+        let storage = MemStorage::new();
+        let mut handles = Vec::new();
+        let mut paths = Vec::new();
+        for index in 0..4 {
+            let path = PathBuf::from(format!("f{index}"));
+            let file = storage.open_file(&path, true).expect("open");
+            file.write_all_at(&[&vec![0u8; layout.file_bytes as usize]], 0).expect("size");
+            handles.push(file);
+            paths.push(path);
+        }
+        Files { handles, paths }
+    }
+
+    fn read_block(files: &Files, layout: &Layout, block: BlockNo) -> Vec<u8> {
+        let (index, offset) = layout.place(block);
+        let mut image = vec![0u8; BLOCK_BYTES];
+        files.handles[index].read_exact_at(&mut image, offset).expect("read");
+        image
+    }
+
+    #[test]
+    fn writes_full_and_partial_blocks_across_a_file_boundary() {
+        let layout = Layout::new(FILE_HEADER_AREA_BYTES + 4 * BLOCK_BYTES as u64);
+        let files = files(&layout);
+        let ring = RingBuffer::new(8 * BLOCK_BYTES);
+        let start = BlockNo(3).data_start();
+        let data = vec![7u8; BLOCK_DATA_BYTES + 10];
+        let end = ring.copy_in(start, &data);
+        let mut writer = Writer::new();
+        let done = writer.write(&ring, &layout, &files, (start, end), start).expect("write");
+        // Block 3 is the last of file 0, block 4 the first of file 1.
+        assert_eq!(done, WriteDone { calls: 2, bytes: 2 * BLOCK_BYTES as u64 });
+        let full = read_block(&files, &layout, BlockNo(3));
+        assert!(matches!(read_block_header(&full, BlockNo(3)), BlockState::Valid(h) if h.data_len == 492));
+        let partial = read_block(&files, &layout, BlockNo(4));
+        let BlockState::Valid(header) = read_block_header(&partial, BlockNo(4)) else { panic!("partial") };
+        assert_eq!(header.data_len, 10);
+        assert_eq!(header.synced_back, 1);
+        assert!(partial[26..508].iter().all(|&byte| byte == 0));
+    }
+
+    #[test]
+    fn last_data_block_excludes_an_empty_block() {
+        assert_eq!(last_data_block(BlockNo(5).data_start()), BlockNo(4));
+        assert_eq!(last_data_block(Lsn(5 * 512 + 17)), BlockNo(5));
+    }
+}
