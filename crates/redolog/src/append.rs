@@ -5,8 +5,12 @@
 
 use crate::core::{Shared, SN_CLOSED};
 use crate::error::{Error, Result};
-use crate::format::{encoded_group_bytes, write_group_header, BLOCK_DATA_BYTES, GROUP_HEADER_BYTES};
+use crate::format::{
+    encoded_group_bytes, write_group_header, BLOCK_DATA_BYTES, GROUP_HEADER_BYTES, RECORD_HEADER_BYTES,
+};
 use crate::lsn::{BlockNo, Lsn, Sn};
+use std::time::Duration;
+
 use crate::wait::Waited;
 
 /// A group's encoded bytes, produced piece by piece without building a buffer.
@@ -19,8 +23,18 @@ impl GroupBytes<'_> {
     /// Copies encoded bytes `[skip, skip + len)` of the group into the ring at `at`.
     fn copy_range(&self, shared: &Shared, at: Lsn, skip: u64, len: u64) -> Lsn {
         let mut cursor = Cursor { shared, at, position: 0, skip, end: skip + len };
-        cursor.emit(&self.header);
-        for record in self.records {
+        // The group header and the first record's length go out as one piece: a
+        // single-record group (the common commit) is then two copies, not three.
+        let mut head = [0u8; GROUP_HEADER_BYTES + RECORD_HEADER_BYTES];
+        head[..GROUP_HEADER_BYTES].copy_from_slice(&self.header);
+        let Some((first, rest)) = self.records.split_first() else {
+            cursor.emit(&self.header);
+            return cursor.at;
+        };
+        head[GROUP_HEADER_BYTES..].copy_from_slice(&(first.len() as u32).to_le_bytes());
+        cursor.emit(&head);
+        cursor.emit(first);
+        for record in rest {
             if cursor.position >= cursor.end {
                 break;
             }
@@ -167,7 +181,8 @@ impl Shared {
             return Ok(());
         }
         let target = from.0 - self.link_capacity() + 1;
-        let waited = self.ready_events.wait(target, || self.is_poisoned() || self.link.has_space(from.0));
+        let waited =
+            self.ready_events.wait(target, Duration::ZERO, || self.is_poisoned() || self.link.has_space(from.0));
         self.metrics.on_recent_written.record(true, waited);
         self.check_poison()
     }

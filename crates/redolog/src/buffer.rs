@@ -10,10 +10,12 @@ use std::cell::UnsafeCell;
 use crate::format::{write_u16, BlockHeader, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES, FIRST_GROUP_OFFSET};
 use crate::lsn::{BlockNo, Lsn};
 
-/// A ring of `ring_bytes` bytes (a multiple of the block size).
+/// A ring of `ring_bytes` bytes (a power of two, at least one block).
 pub(crate) struct RingBuffer {
     bytes: Box<[UnsafeCell<u8>]>,
     ring_blocks: u64,
+    /// `ring_blocks - 1`: block indexing is a mask, not a division, on every copy.
+    block_mask: u64,
 }
 
 // SAFETY: all access to `bytes` goes through the methods below, each of which
@@ -28,9 +30,10 @@ unsafe impl Sync for RingBuffer {}
 
 impl RingBuffer {
     pub(crate) fn new(ring_bytes: usize) -> Self {
-        assert!(ring_bytes % BLOCK_BYTES == 0 && ring_bytes > 0);
+        assert!(ring_bytes.is_power_of_two() && ring_bytes >= BLOCK_BYTES, "ring of {ring_bytes} bytes");
         let bytes = (0..ring_bytes).map(|_| UnsafeCell::new(0)).collect();
-        RingBuffer { bytes, ring_blocks: (ring_bytes / BLOCK_BYTES) as u64 }
+        let ring_blocks = (ring_bytes / BLOCK_BYTES) as u64;
+        RingBuffer { bytes, ring_blocks, block_mask: ring_blocks - 1 }
     }
 
     /// Number of blocks the ring holds.
@@ -39,7 +42,7 @@ impl RingBuffer {
     }
 
     fn block_index(&self, block: BlockNo) -> usize {
-        ((block.0 % self.ring_blocks) as usize) * BLOCK_BYTES
+        ((block.0 & self.block_mask) as usize) * BLOCK_BYTES
     }
 
     fn base(&self) -> *mut u8 {

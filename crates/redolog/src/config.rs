@@ -43,8 +43,8 @@ pub struct Config {
     /// past that wait for `checkpoint`.
     pub capacity_bytes: u64,
     /// Size of the in-memory ring appenders copy into (default 16 MiB, like
-    /// `innodb_log_buffer_size`). Appenders wait for the writer when the ring holds
-    /// this much unwritten log.
+    /// `innodb_log_buffer_size`), rounded up to a power of two. Appenders wait for
+    /// the writer when the ring holds this much unwritten log.
     pub buffer_bytes: usize,
     /// Largest group `append_group` accepts (default 64 MiB); larger ones get
     /// `Error::GroupTooLarge`. Groups larger than the ring are copied in pieces.
@@ -102,6 +102,11 @@ impl Config {
             return Err(Error::InvalidConfig("flush_interval must be positive".into()));
         }
         Ok(())
+    }
+
+    /// The ring's real size: `buffer_bytes` rounded up to a power of two.
+    pub(crate) fn ring_bytes(&self) -> usize {
+        self.buffer_bytes.next_power_of_two()
     }
 
     /// Size of each of the four files for a new log: a multiple of 4 KiB.

@@ -19,7 +19,7 @@ use crate::link_buf::LinkBuf;
 use crate::lsn::{BlockNo, Lsn, Sn};
 use crate::metrics::{LsnLevels, Metrics, MetricsRecorder};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use crate::wait::EventSlots;
+use crate::wait::{EventSlots, PassTime};
 use crate::writer::{Files, IoFailure, Writer};
 
 /// Bit 63 of `sn`: the log is closed; appends fail with `Error::Closed`.
@@ -105,6 +105,9 @@ pub(crate) struct Shared {
     pub(crate) sync_events: EventSlots,
     /// The writer waiting for a checkpoint.
     pub(crate) space_events: EventSlots,
+    /// How long a write pass and a sync pass take: the waiters' spin budgets.
+    pub(crate) write_pass: PassTime,
+    pub(crate) sync_pass: PassTime,
     poison: OnceLock<Poison>,
     poisoned: AtomicBool,
     /// Set when the log shuts down: stops the flusher and a writer waiting for space.
@@ -129,10 +132,10 @@ impl Shared {
         (log_id, unsynced_bytes_max): (u128, u64),
         start: StartState,
     ) -> Self {
-        let mut ring = RingBuffer::new(config.buffer_bytes);
+        let mut ring = RingBuffer::new(config.ring_bytes());
         ring.load_block(start.end.block(), &start.last_block);
         // MySQL sizes recent_written at 1/16 of the log buffer (1 MiB for 16 MiB).
-        let link_capacity = (config.buffer_bytes / 16).next_power_of_two().max(256);
+        let link_capacity = (config.ring_bytes() / 16).max(256);
         let end = start.end.0;
         Shared {
             layout,
@@ -159,6 +162,8 @@ impl Shared {
             write_events: EventSlots::new(EVENT_SLOTS),
             sync_events: EventSlots::new(EVENT_SLOTS),
             space_events: EventSlots::new(1),
+            write_pass: PassTime::default(),
+            sync_pass: PassTime::default(),
             poison: OnceLock::new(),
             poisoned: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),

@@ -13,7 +13,8 @@ use parking_lot::Mutex;
 
 use crate::wait::Waited;
 
-const SHARDS: usize = 16;
+/// Shards per counter: enough that 64 committing threads rarely share one.
+const SHARDS: usize = 64;
 
 fn shard() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -24,9 +25,14 @@ fn shard() -> usize {
 }
 
 /// A monotonic counter. Relaxed: statistics only, never used to synchronise.
-#[derive(Default)]
 pub(crate) struct Counter {
-    shards: [CachePadded<AtomicU64>; SHARDS],
+    shards: Box<[CachePadded<AtomicU64>; SHARDS]>,
+}
+
+impl Default for Counter {
+    fn default() -> Self {
+        Counter { shards: Box::new(std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0)))) }
+    }
 }
 
 impl Counter {
@@ -93,6 +99,9 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000, 2).expect("constant histogram bounds are valid")
 }
 
+/// Histogram shards: each is a few KiB, and a recording holds its lock briefly.
+const HISTOGRAM_SHARDS: usize = 16;
+
 /// A latency histogram sharded like `Counter`.
 pub(crate) struct LatencyRecorder {
     shards: Box<[CachePadded<Mutex<Histogram<u64>>>]>,
@@ -100,11 +109,13 @@ pub(crate) struct LatencyRecorder {
 
 impl LatencyRecorder {
     fn new() -> Self {
-        LatencyRecorder { shards: (0..SHARDS).map(|_| CachePadded::new(Mutex::new(new_histogram()))).collect() }
+        LatencyRecorder {
+            shards: (0..HISTOGRAM_SHARDS).map(|_| CachePadded::new(Mutex::new(new_histogram()))).collect(),
+        }
     }
 
     pub(crate) fn record_us(&self, micros: u64) {
-        self.shards[shard()].lock().saturating_record(micros.max(1));
+        self.shards[shard() % self.shards.len()].lock().saturating_record(micros.max(1));
     }
 
     fn snapshot(&self) -> Histogram<u64> {

@@ -8,6 +8,7 @@
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::buffer::RingBuffer;
 use crate::format::{BlockHeader, BLOCK_BYTES, BLOCK_HEADER_BYTES};
@@ -54,19 +55,18 @@ fn synced_back(block: BlockNo, synced: Lsn) -> u32 {
 }
 
 impl Files {
-    /// fdatasyncs every file holding a block of `[from, to)`. Returns the number of
-    /// fdatasync calls and their durations.
+    /// fdatasyncs every file holding a block of `[from, to)`. `started` is when
+    /// the caller last read the clock; each fdatasync's duration goes to `on_sync`.
     pub(crate) fn sync_range(
         &self,
         layout: &Layout,
-        from: Lsn,
-        to: Lsn,
-        mut on_sync: impl FnMut(std::time::Duration),
-    ) -> Result<u64, IoFailure> {
+        (from, to): (Lsn, Lsn),
+        started: Instant,
+        mut on_sync: impl FnMut(Duration),
+    ) -> Result<SyncDone, IoFailure> {
         debug_assert!(from < to);
-        let mut calls = 0;
+        let mut done = SyncDone { calls: 0, finished: started };
         for file_index in layout.files_between(from.block(), last_data_block(to)) {
-            let started = std::time::Instant::now();
             // INV-5: `synced` moves only after this returns Ok for every file.
             // A failure is never retried (INV-6): the caller poisons the log.
             self.handles[file_index].sync_data().map_err(|source| IoFailure {
@@ -74,11 +74,20 @@ impl Files {
                 path: self.paths[file_index].clone(),
                 source,
             })?;
-            on_sync(started.elapsed());
-            calls += 1;
+            let now = Instant::now();
+            on_sync(now - done.finished);
+            done.finished = now;
+            done.calls += 1;
         }
-        Ok(calls)
+        Ok(done)
     }
+}
+
+/// What one `Files::sync_range` did.
+pub(crate) struct SyncDone {
+    pub(crate) calls: u64,
+    /// When the last fdatasync returned.
+    pub(crate) finished: Instant,
 }
 
 /// The state the write role owns.
@@ -128,23 +137,28 @@ impl Writer {
         let mut done = WriteDone::default();
         for run in layout.runs(first, block_count) {
             let run_end = run.first.0 + run.count;
-            let mut slices: Vec<&[u8]> = Vec::with_capacity(3);
+            let full_run_end = run_end.min(full_end.0);
+            // At most two ring pieces (split at the ring's end) and the partial block.
+            let mut slices: [&[u8]; 3] = [&[]; 3];
+            let mut count = 0;
             let mut block = run.first.0;
-            while block < run_end.min(full_end.0) {
-                // Stop at the end of the ring buffer: the next block is at its start.
+            while block < full_run_end {
                 let to_ring_end = ring.ring_blocks() - block % ring.ring_blocks();
-                let count = to_ring_end.min(run_end.min(full_end.0) - block);
+                let blocks = to_ring_end.min(full_run_end - block);
                 // SAFETY: as above; these blocks stay below `ready` and unwritten by
                 // appenders until we publish `written`, after the slices are gone.
                 #[allow(unsafe_code)]
-                slices.push(unsafe { ring.blocks(BlockNo(block), count) });
-                block += count;
+                let piece = unsafe { ring.blocks(BlockNo(block), blocks) };
+                slices[count] = piece;
+                count += 1;
+                block += blocks;
             }
             if block < run_end {
                 debug_assert_eq!(block, full_end.0);
-                slices.push(&self.partial[..]);
+                slices[count] = &self.partial[..];
+                count += 1;
             }
-            files.handles[run.file_index].write_all_at(&slices, run.offset).map_err(|source| IoFailure {
+            files.handles[run.file_index].write_all_at(&slices[..count], run.offset).map_err(|source| IoFailure {
                 op: "write",
                 path: files.paths[run.file_index].clone(),
                 source,

@@ -19,7 +19,7 @@
 //! fdatasync is in flight. A leader releases its role in `Drop`, so a panicking
 //! leader still hands off.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
@@ -38,7 +38,15 @@ use crate::writer::Writer;
 /// fdatasync can start at once.
 const LEADER_ROUNDS_MAX: u32 = 4;
 
-/// Holds the write role; releases it and kicks successors when dropped.
+/// What a sync pass achieved for its caller.
+enum SyncPass {
+    /// `target` is synced, or the pass ended and the caller re-checks.
+    Done,
+    /// `target` is not written and the syncer could not write it.
+    NeedsWrite,
+}
+
+/// Holds the write role; releases it and kicks a successor when dropped.
 struct WriteLeader<'a> {
     shared: &'a Shared,
     writer: Option<MutexGuard<'a, Writer>>,
@@ -50,7 +58,6 @@ impl Drop for WriteLeader<'_> {
             self.shared.write_role.release(writer);
         }
         self.shared.kick_write_successor();
-        self.shared.kick_sync_successor();
     }
 }
 
@@ -91,15 +98,15 @@ impl Shared {
             had_to_wait = true;
             // SeqCst: the releaser reads demand after clearing the role (INV-11).
             self.write_demand.fetch_max(target.0, Ordering::SeqCst);
-            waited += self
-                .write_events
-                .wait(target.0, || self.is_poisoned() || self.written() >= target || !self.write_role.is_held());
+            waited += self.write_events.wait(target.0, self.write_pass.spin_budget(), || {
+                self.is_poisoned() || self.written() >= target || !self.write_role.is_held()
+            });
         };
         site.record(had_to_wait, waited);
         result
     }
 
-    /// Waits until `target` is synced; may become the writer and the syncer.
+    /// Waits until `target` is synced; may become the syncer (and write first).
     pub(crate) fn wait_synced(&self, target: Lsn) -> Result<()> {
         let mut waited = Waited::default();
         let mut had_to_wait = false;
@@ -107,48 +114,31 @@ impl Shared {
             if let Err(error) = self.check_poison() {
                 break Err(error);
             }
-            let synced = self.synced();
-            if synced >= target {
+            if self.synced() >= target {
                 break Ok(());
             }
-            let written = self.written();
-            if written < target {
-                if let Some(writer) = self.write_role.try_take() {
-                    if let Err(error) = self.lead_writes(WriteLeader { shared: self, writer: Some(writer) }, target) {
-                        break Err(error);
-                    }
-                    continue;
-                }
-            }
-            // Sync whatever is written, even short of `target`: it covers others,
-            // and the writer is busy writing ours.
-            if written > synced {
-                if let Some(role) = self.sync_role.try_take() {
-                    if let Err(error) = self.lead_syncs(SyncLeader { shared: self, role: Some(role) }, target) {
-                        break Err(error);
-                    }
-                    continue;
+            if let Some(role) = self.sync_role.try_take() {
+                match self.lead_syncs(SyncLeader { shared: self, role: Some(role) }, target) {
+                    Ok(SyncPass::Done) => continue,
+                    // Our bytes are not written and we could not write them while
+                    // syncing (appenders still copying, the writer busy, no file
+                    // space): go through the write role, then sync.
+                    Ok(SyncPass::NeedsWrite) => match self.wait_written_for(target, &self.metrics.on_write) {
+                        Ok(()) => continue,
+                        Err(error) => break Err(error),
+                    },
+                    Err(error) => break Err(error),
                 }
             }
             had_to_wait = true;
+            // SeqCst: the releaser reads demand after clearing the role (INV-11).
             self.sync_demand.fetch_max(target.0, Ordering::SeqCst);
-            if written < target {
-                self.write_demand.fetch_max(target.0, Ordering::SeqCst);
-            }
-            waited += self.sync_events.wait(target.0, || self.synced_waiter_ready(target));
+            waited += self.sync_events.wait(target.0, self.sync_pass.spin_budget(), || {
+                self.is_poisoned() || self.synced() >= target || !self.sync_role.is_held()
+            });
         };
         self.metrics.on_flush.record(had_to_wait, waited);
         result
-    }
-
-    /// The predicate of a parked Synced waiter: covered, poisoned, or a role it can
-    /// take has work.
-    fn synced_waiter_ready(&self, target: Lsn) -> bool {
-        if self.is_poisoned() || self.synced() >= target {
-            return true;
-        }
-        let written = self.written();
-        (written < target && !self.write_role.is_held()) || (written > self.synced() && !self.sync_role.is_held())
     }
 
     /// The write role's loop: write everything ready, at least up to `target`, and
@@ -165,12 +155,15 @@ impl Shared {
             let ready = self.ready();
             if ready <= written {
                 // Appenders before `target` (or the demand) are still copying.
-                let waited = self.ready_events.wait(written.0 + 1, || self.is_poisoned() || self.ready() > written);
+                let waited = self
+                    .ready_events
+                    .wait(written.0 + 1, Duration::ZERO, || self.is_poisoned() || self.ready() > written);
                 self.metrics.on_ready.record(true, waited);
                 continue;
             }
-            let upto = self.writable_end(written, ready)?;
+            let upto = self.writable_end(written, ready);
             if upto <= written {
+                self.wait_for_writable(written)?;
                 continue;
             }
             let writer = leader.writer.as_mut().expect("a WriteLeader holds the role until dropped");
@@ -179,35 +172,39 @@ impl Shared {
         }
     }
 
-    /// How far the writer may write now, bounded by the checkpoint (INV-7) and
-    /// the unsynced bound (INV-8). Waits (and returns `written`) when it may not
-    /// write at all yet.
-    fn writable_end(&self, written: Lsn, ready: Lsn) -> Result<Lsn> {
-        let limit = self.file_limit();
-        let file_end = limit.data_start();
+    /// How far the writer may write now: up to `ready`, bounded by the checkpoint
+    /// (INV-7) and the unsynced bound (INV-8).
+    fn writable_end(&self, written: Lsn, ready: Lsn) -> Lsn {
+        let file_end = self.file_limit().data_start();
         let unsynced_end = BlockNo(self.synced().block().0 + self.unsynced_blocks + 1).data_start();
-        let end = ready.min(file_end).min(unsynced_end);
-        if end > written {
-            return Ok(end);
-        }
-        if file_end <= written {
-            let waited = self.space_events.wait(limit.0, || {
+        ready.min(file_end).min(unsynced_end).max(written)
+    }
+
+    /// The writer cannot write at all: wait for a checkpoint (INV-7) or sync what
+    /// is written (INV-8). Called holding the write role and never the sync role.
+    fn wait_for_writable(&self, written: Lsn) -> Result<()> {
+        let limit = self.file_limit();
+        if limit.data_start() <= written {
+            let waited = self.space_events.wait(limit.0, Duration::ZERO, || {
                 self.is_poisoned() || self.shutdown.load(Ordering::SeqCst) || self.file_limit() > limit
             });
             self.metrics.on_file_space.record(true, waited);
             if self.shutdown.load(Ordering::SeqCst) && self.file_limit() <= limit {
                 return Err(Error::Closed);
             }
-        } else {
-            // INV-8: sync what is written before writing further. Holding the
-            // write role while waiting for the sync role is the allowed order.
-            self.wait_synced(written)?;
+            return Ok(());
         }
-        Ok(written)
+        // INV-8: sync what is written before writing further. Waiting for the
+        // sync role while holding the write role is the allowed lock order; the
+        // syncer only ever tries the write role.
+        self.wait_synced(written)
     }
 
     /// Writes `[written, upto)`, publishes `written`, wakes the covered waiters.
-    fn write_range(&self, writer: &mut Writer, written: Lsn, upto: Lsn) -> Result<()> {
+    /// Returns when the write started and finished (the clock reads serve the pass
+    /// timings of both roles).
+    fn write_range(&self, writer: &mut Writer, written: Lsn, upto: Lsn) -> Result<(Instant, Instant)> {
+        let started = Instant::now();
         let synced = self.synced();
         let done = writer
             .write(&self.ring, &self.layout, &self.files, (written, upto), synced)
@@ -215,57 +212,86 @@ impl Shared {
         self.metrics.writes.add(done.calls);
         self.metrics.bytes_written.add(done.bytes);
         // INV-4. SeqCst: waiters check `written` in predicates after counting
-        // themselves in (INV-10); Release also hands ring space back to appenders.
+        // themselves in (INV-10); it also hands ring space back to appenders.
         self.written.store(upto.0, Ordering::SeqCst);
-        self.write_events.notify_range(written.0, upto.0);
-        // Synced waiters can start syncing this while we keep writing.
-        self.kick_sync_successor();
-        Ok(())
+        let finished = Instant::now();
+        self.write_pass.record(finished - started);
+        self.write_events.notify_range_delegated(written.0, upto.0);
+        Ok((started, finished))
     }
 
-    /// The sync role's loop: fdatasync up to `written`, keep going (bounded) while
-    /// parked threads need more and there is something written to sync.
-    fn lead_syncs(&self, _leader: SyncLeader<'_>, target: Lsn) -> Result<()> {
+    /// Before a sync: write everything ready, if the write role is free. Never
+    /// waits (the caller holds the sync role, INV-8's lock order). Returns when
+    /// the write started and finished, if it wrote.
+    fn write_ready_if_free(&self) -> Result<Option<(Instant, Instant)>> {
+        let written = self.written();
+        let ready = self.ready();
+        if ready <= written {
+            return Ok(None);
+        }
+        let Some(writer) = self.write_role.try_take() else { return Ok(None) };
+        let mut leader = WriteLeader { shared: self, writer: Some(writer) };
+        // Re-read under the role: another writer may have finished meanwhile.
+        let written = self.written();
+        let upto = self.writable_end(written, self.ready());
+        if upto <= written {
+            return Ok(None);
+        }
+        let writer = leader.writer.as_mut().expect("a WriteLeader holds the role until dropped");
+        self.write_range(writer, written, upto).map(Some)
+    }
+
+    /// The sync role's loop: write what is ready, fdatasync up to `written`, and
+    /// repeat (bounded) while parked threads need more.
+    fn lead_syncs(&self, _leader: SyncLeader<'_>, target: Lsn) -> Result<SyncPass> {
         let mut rounds = 0;
         loop {
             self.check_poison()?;
             let synced = self.synced();
-            let written = self.written();
             let demand = Lsn(self.sync_demand.load(Ordering::SeqCst));
-            let wanted = synced < target || (demand > synced && rounds < LEADER_ROUNDS_MAX);
-            if !wanted || written <= synced {
-                return Ok(());
+            if synced >= target && (demand <= synced || rounds >= LEADER_ROUNDS_MAX) {
+                return Ok(SyncPass::Done);
             }
+            let wrote_at = self.write_ready_if_free()?;
+            let written = self.written();
+            if written <= synced {
+                return Ok(if synced >= target { SyncPass::Done } else { SyncPass::NeedsWrite });
+            }
+            let (pass_started, sync_started) = wrote_at.unwrap_or_else(|| {
+                let now = Instant::now();
+                (now, now)
+            });
             let fsyncs = self
                 .files
-                .sync_range(&self.layout, synced, written, |elapsed| {
+                .sync_range(&self.layout, (synced, written), sync_started, |elapsed| {
                     self.metrics.fsync_us.record_us(elapsed.as_micros() as u64);
                 })
                 .map_err(|failure| self.poison(failure))?;
-            self.metrics.fsyncs.add(fsyncs);
+            self.metrics.fsyncs.add(fsyncs.calls);
             // INV-5: only after every fdatasync covering [synced, written) returned Ok.
             self.synced.store(written.0, Ordering::SeqCst);
-            self.sync_events.notify_range(synced.0, written.0);
+            // The pass: from before its write (if any) to the end of its syncs.
+            self.sync_pass.record(fsyncs.finished - pass_started);
+            self.sync_events.notify_range_delegated(synced.0, written.0);
             rounds += 1;
         }
     }
 
-    /// INV-11: after the write role was released or `written` moved, wake the
-    /// thread with the largest uncovered write demand if nobody holds the role.
+    /// INV-11: after the write role was released, wake the thread with the
+    /// largest uncovered write demand if nobody holds the role.
     fn kick_write_successor(&self) {
         let written = self.written().0;
         let demand = self.write_demand.load(Ordering::SeqCst);
         if demand > written && !self.write_role.is_held() {
             self.write_events.kick(demand, written);
-            self.sync_events.kick(demand, written);
         }
     }
 
-    /// INV-11 for the sync role.
+    /// INV-11 for the sync role: the successor writes and syncs for everybody.
     fn kick_sync_successor(&self) {
         let synced = self.synced().0;
         let demand = self.sync_demand.load(Ordering::SeqCst);
-        if demand > synced && self.written().0 > synced && !self.sync_role.is_held() {
+        if demand > synced && !self.sync_role.is_held() {
             self.sync_events.kick(demand, synced);
         }
     }
@@ -280,6 +306,15 @@ impl Shared {
             return self.check_poison();
         }
         self.metrics.write_requests.add(1);
+        // The fast path (already covered) records 0 µs without reading the clock.
+        let covered = match durability {
+            crate::Durability::Written => self.written() >= lsn,
+            _ => self.synced() >= lsn,
+        };
+        if covered {
+            self.metrics.commit_wait_us.record_us(0);
+            return self.check_poison();
+        }
         let started = Instant::now();
         let result = match durability {
             crate::Durability::Written => self.wait_written_for(lsn, &self.metrics.on_write),

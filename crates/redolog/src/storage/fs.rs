@@ -68,11 +68,17 @@ impl StorageFile for FsFile {
     }
 
     fn write_all_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        // One slice (the partial block of a small commit): plain pwrite, which skips
+        // the iovec copy-in of pwritev (perf: copy_iovec_from_user 1.2% at 1 thread).
+        if let [single] = bufs {
+            return self.file.write_all_at(single, offset);
+        }
         let mut done: usize = 0;
         let total: usize = bufs.iter().map(|buf| buf.len()).sum();
         while done < total {
-            let slices = remaining_slices(bufs, done);
-            match rustix::io::pwritev(&self.file, &slices, offset + done as u64) {
+            let mut slices = [IoSlice::new(&[]); SLICES_MAX];
+            let count = remaining_slices(bufs, done, &mut slices);
+            match rustix::io::pwritev(&self.file, &slices[..count], offset + done as u64) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "pwritev wrote 0 bytes")),
                 Ok(written) => done += written,
                 Err(rustix::io::Errno::INTR) => {}
@@ -87,22 +93,27 @@ impl StorageFile for FsFile {
     }
 }
 
-/// The slices still to write after `done` bytes of `bufs` were written (at most
-/// 64, well under IOV_MAX).
-fn remaining_slices<'a>(bufs: &[&'a [u8]], mut done: usize) -> Vec<IoSlice<'a>> {
-    let mut slices = Vec::with_capacity(bufs.len().min(64));
+/// Slices per `pwritev` call: the writer passes at most three (two ring pieces and
+/// the partial block); more are written in further calls.
+const SLICES_MAX: usize = 8;
+
+/// Fills `out` with the slices still to write after `done` bytes of `bufs` were
+/// written; returns how many. No allocation: this is on every commit's path.
+fn remaining_slices<'a>(bufs: &[&'a [u8]], mut done: usize, out: &mut [IoSlice<'a>; SLICES_MAX]) -> usize {
+    let mut count = 0;
     for buf in bufs {
         if done >= buf.len() {
             done -= buf.len();
             continue;
         }
-        slices.push(IoSlice::new(&buf[done..]));
+        out[count] = IoSlice::new(&buf[done..]);
         done = 0;
-        if slices.len() == 64 {
+        count += 1;
+        if count == SLICES_MAX {
             break;
         }
     }
-    slices
+    count
 }
 
 #[cfg(test)]
@@ -112,8 +123,9 @@ mod tests {
     #[test]
     fn remaining_slices_skip_what_was_written() {
         let bufs: [&[u8]; 3] = [b"abc", b"de", b"fgh"];
-        let rest = remaining_slices(&bufs, 4);
-        let joined: Vec<u8> = rest.iter().flat_map(|slice| slice.iter().copied()).collect();
+        let mut slices = [IoSlice::new(&[]); SLICES_MAX];
+        let count = remaining_slices(&bufs, 4, &mut slices);
+        let joined: Vec<u8> = slices[..count].iter().flat_map(|slice| slice.iter().copied()).collect();
         assert_eq!(joined, b"efgh");
     }
 

@@ -1,0 +1,156 @@
+//! `redolog bench`: a sysbench-like comparison of redolog with same-run baselines.
+//!
+//! Systems run in rounds, interleaved point by point (redolog, mutex, raw at one
+//! thread), so every ratio compares figures measured minutes — not hours — apart
+//! on this noisy machine. The table reports the median over rounds and the median
+//! of the per-round ratios.
+
+mod machine;
+mod report;
+mod runner;
+mod systems;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use redolog::Durability;
+
+use report::{Measurement, Report};
+use runner::{run_point, Workload};
+pub use systems::BoxError;
+use systems::SystemKind;
+
+/// The durability each commit waits for (innodb_flush_log_at_trx_commit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    /// 1: wait for fdatasync.
+    Synced,
+    /// 2: wait for write().
+    Written,
+    /// 0: do not wait.
+    Buffered,
+}
+
+impl DurabilityArg {
+    fn durability(self) -> Durability {
+        match self {
+            DurabilityArg::Synced => Durability::Synced,
+            DurabilityArg::Written => Durability::Written,
+            DurabilityArg::Buffered => Durability::Buffered,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            DurabilityArg::Synced => "synced",
+            DurabilityArg::Written => "written",
+            DurabilityArg::Buffered => "buffered",
+        }
+    }
+}
+
+/// Options of `redolog bench`.
+#[derive(Clone, Debug, Args)]
+pub struct BenchOptions {
+    /// Thread counts to sweep.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+    pub threads: Vec<usize>,
+    /// Bytes per record.
+    #[arg(long, default_value_t = 128)]
+    pub record_bytes: usize,
+    /// Durability each commit waits for.
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Synced)]
+    pub durability: DurabilityArg,
+    /// Seconds per point.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Rounds of interleaved points (the table reports medians).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Systems to compare.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "redolog,mutex,raw")]
+    pub systems: Vec<SystemKind>,
+    /// Directory for the logs (default: a fresh temporary directory under the
+    /// current one, removed afterwards). `/dev/shm` measures the CPU path.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Append only, then one final wait: measures the append path alone.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Print one line per second per point.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub intervals: bool,
+    /// Print redolog's counters (INNODB_METRICS names) after each point.
+    #[arg(long)]
+    pub metrics: bool,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Runs the benchmark and prints the table.
+pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
+    let parent = options.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    std::fs::create_dir_all(&parent)?;
+    let workdir = tempfile::Builder::new().prefix("redolog-bench-").tempdir_in(&parent)?;
+    let fdatasync = machine::fdatasync_latency(workdir.path(), 200)?;
+    let machine = machine::Machine::describe(workdir.path(), fdatasync.as_secs_f64() * 1e6);
+    println!(
+        "redolog bench: {} on {} ({} cores, kernel {}), {}",
+        workdir.path().display(),
+        machine.filesystem,
+        machine.cores,
+        machine.kernel,
+        machine.cpu
+    );
+    println!("fdatasync p50 {:.1} µs (200 × 512-byte write + fdatasync)", machine.fdatasync_p50_us);
+    let mut systems = Vec::new();
+    for kind in &options.systems {
+        systems.push((*kind, kind.open(workdir.path())?));
+    }
+    let mut measurements = Vec::new();
+    for round in 0..options.rounds {
+        for &threads in &options.threads {
+            for (kind, system) in &systems {
+                // raw is one thread by definition: the device's floor.
+                if *kind == SystemKind::Raw && threads != 1 {
+                    continue;
+                }
+                let workload = Workload {
+                    threads,
+                    duration: Duration::from_secs_f64(options.seconds),
+                    record_bytes: options.record_bytes,
+                    durability: options.durability.durability(),
+                    no_wait: options.no_wait,
+                    print_intervals: options.intervals,
+                };
+                let label = format!("round {} {}", round + 1, kind.name());
+                let before = system.metrics();
+                let result = run_point(system, workload, &label)?;
+                if let (true, Some(before), Some(after)) = (options.metrics, before, system.metrics()) {
+                    print_metrics_delta(&label, threads, &before, &after);
+                }
+                measurements.push(Measurement { system: *kind, threads, round, result });
+            }
+        }
+    }
+    drop(systems);
+    let report = Report::new(machine, options, measurements);
+    report.print_table();
+    if let Some(path) = &options.json {
+        std::fs::write(path, report.to_json()?)?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Prints the counters that moved during a point.
+fn print_metrics_delta(label: &str, threads: usize, before: &redolog::Metrics, after: &redolog::Metrics) {
+    println!("-- {label} {threads} threads: counters during the point");
+    for ((name, old), (_, new)) in before.counters().iter().zip(after.counters()) {
+        if new != *old && !name.starts_with("log_lsn") {
+            println!("   {name:<36} {}", new - old);
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The final table and the JSON report.
+
+use serde::Serialize;
+
+use super::machine::Machine;
+use super::runner::PointResult;
+use super::systems::{BoxError, SystemKind};
+use super::BenchOptions;
+
+/// One point of one round.
+pub struct Measurement {
+    pub system: SystemKind,
+    pub threads: usize,
+    pub round: usize,
+    pub result: PointResult,
+}
+
+/// One row of the JSON `results` (medians over rounds).
+#[derive(Clone, Debug, Serialize)]
+struct Row {
+    system: &'static str,
+    threads: usize,
+    durability: &'static str,
+    record_bytes: usize,
+    commits_per_sec: f64,
+    p50_us: u64,
+    p95_us: u64,
+    p99_us: u64,
+    records_per_fsync: f64,
+    cpu_us_per_commit: f64,
+    /// Median over rounds of (this system / the baseline) measured in the same
+    /// round: redolog/mutex, or redolog/raw at one thread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio: Option<Ratio>,
+    rounds: usize,
+    /// Lowest and highest commits/s over the rounds.
+    spread: (f64, f64),
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Ratio {
+    baseline: &'static str,
+    value: f64,
+}
+
+#[derive(Serialize)]
+struct Json<'a> {
+    machine: &'a Machine,
+    no_wait: bool,
+    results: &'a [Row],
+}
+
+pub struct Report {
+    machine: Machine,
+    no_wait: bool,
+    rows: Vec<Row>,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        (values[middle - 1] + values[middle]) / 2.0
+    }
+}
+
+/// Median over rounds of `system`/`baseline` at `threads`, pairing equal rounds.
+fn paired_ratio(measurements: &[Measurement], system: SystemKind, baseline: SystemKind, threads: usize) -> Option<f64> {
+    let ratios: Vec<f64> = measurements
+        .iter()
+        .filter(|m| m.system == system && m.threads == threads)
+        .filter_map(|m| {
+            measurements
+                .iter()
+                .find(|b| b.system == baseline && b.threads == threads && b.round == m.round)
+                .map(|b| m.result.commits_per_sec() / b.result.commits_per_sec())
+        })
+        .collect();
+    (!ratios.is_empty()).then(|| median(ratios))
+}
+
+impl Report {
+    pub fn new(machine: Machine, options: &BenchOptions, measurements: Vec<Measurement>) -> Self {
+        let mut keys: Vec<(SystemKind, usize)> = measurements.iter().map(|m| (m.system, m.threads)).collect();
+        keys.sort_by_key(|&(system, threads)| (threads, system));
+        keys.dedup();
+        let rows = keys
+            .into_iter()
+            .map(|(system, threads)| {
+                let points: Vec<&PointResult> = measurements
+                    .iter()
+                    .filter(|m| m.system == system && m.threads == threads)
+                    .map(|m| &m.result)
+                    .collect();
+                let per_sec: Vec<f64> = points.iter().map(|p| p.commits_per_sec()).collect();
+                let quantile =
+                    |q: f64| median(points.iter().map(|p| p.latency_us.value_at_quantile(q) as f64).collect());
+                let baseline = if threads == 1 { SystemKind::Raw } else { SystemKind::Mutex };
+                let ratio = (system == SystemKind::Redolog)
+                    .then(|| paired_ratio(&measurements, system, baseline, threads))
+                    .flatten()
+                    .map(|value| Ratio { baseline: baseline.name(), value });
+                Row {
+                    system: system.name(),
+                    threads,
+                    durability: options.durability.name(),
+                    record_bytes: options.record_bytes,
+                    commits_per_sec: median(per_sec.clone()),
+                    p50_us: quantile(0.5) as u64,
+                    p95_us: quantile(0.95) as u64,
+                    p99_us: quantile(0.99) as u64,
+                    records_per_fsync: median(points.iter().map(|p| p.records_per_fsync()).collect()),
+                    cpu_us_per_commit: median(points.iter().map(|p| p.cpu_us_per_commit()).collect()),
+                    ratio,
+                    rounds: points.len(),
+                    spread: (
+                        per_sec.iter().copied().fold(f64::INFINITY, f64::min),
+                        per_sec.iter().copied().fold(0.0, f64::max),
+                    ),
+                }
+            })
+            .collect();
+        Report { machine, no_wait: options.no_wait, rows }
+    }
+
+    pub fn print_table(&self) {
+        println!();
+        println!(
+            "{:<8} {:>7} {:>12} {:>9} {:>9} {:>9} {:>10} {:>9} {:>16} {:>22}",
+            "system",
+            "threads",
+            "commits/s",
+            "p50 µs",
+            "p95 µs",
+            "p99 µs",
+            "rec/fsync",
+            "cpu µs/c",
+            "ratio",
+            "spread (min..max/s)"
+        );
+        for row in &self.rows {
+            let ratio = row.ratio.as_ref().map_or(String::new(), |r| format!("{:.2}× {}", r.value, r.baseline));
+            println!(
+                "{:<8} {:>7} {:>12.0} {:>9} {:>9} {:>9} {:>10.1} {:>9.1} {:>16} {:>22}",
+                row.system,
+                row.threads,
+                row.commits_per_sec,
+                row.p50_us,
+                row.p95_us,
+                row.p99_us,
+                row.records_per_fsync,
+                row.cpu_us_per_commit,
+                ratio,
+                format!("{:.0}..{:.0}", row.spread.0, row.spread.1)
+            );
+        }
+        let bound_threads: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|row| row.system == "redolog")
+            .map(|row| {
+                format!("{} thr: {:.0}/s", row.threads, row.threads as f64 / (self.machine.fdatasync_p50_us / 1e6))
+            })
+            .collect();
+        if !self.no_wait {
+            println!("device bound (threads / fdatasync p50): {}", bound_threads.join(", "));
+        }
+    }
+
+    pub fn to_json(&self) -> Result<String, BoxError> {
+        let json = Json { machine: &self.machine, no_wait: self.no_wait, results: &self.rows };
+        Ok(serde_json::to_string_pretty(&json)?)
+    }
+}

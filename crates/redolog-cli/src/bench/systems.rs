@@ -1,0 +1,271 @@
+//! The systems a benchmark compares: redolog and the same-run baselines.
+//!
+//! - `raw`: one thread, pwrite + fdatasync per record, no buffer: the device's
+//!   floor for a durable commit, and the bar for redolog at one thread.
+//! - `mutex`: the naive group commit — one mutex around append + write + sync
+//!   state, leader/follower with one condition variable broadcast — what a
+//!   careful first implementation looks like (and MySQL 5.6's log_sys->mutex).
+//!   It uses `std::sync`, whose `notify_all` wakes every waiter like glibc's
+//!   `pthread_cond_broadcast`: the design the issue measured in C. (parking_lot's
+//!   condvar requeues waiters onto the mutex instead; that variant is faster,
+//!   see docs/BENCHMARKS.md.)
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use parking_lot::Mutex as FastMutex;
+use redolog::{Config, Durability, Log, Lsn};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One log implementation under test.
+pub trait System: Send + Sync {
+    /// Appends one record; returns a token to wait for.
+    fn append(&self, record: &[u8]) -> Result<u64, BoxError>;
+    /// Waits until the record of `token` has `durability`.
+    fn wait(&self, token: u64, durability: Durability) -> Result<(), BoxError>;
+    /// fdatasync calls so far.
+    fn fsyncs(&self) -> u64;
+    /// Called every 100 ms while a point runs (redolog: checkpoint, as an engine's
+    /// page cleaner would, so the log never fills).
+    fn maintain(&self) {}
+    /// The system's own counters, if it has any (redolog's metrics).
+    fn metrics(&self) -> Option<redolog::Metrics> {
+        None
+    }
+}
+
+/// Which system, by name on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SystemKind {
+    Redolog,
+    Mutex,
+    Raw,
+}
+
+impl SystemKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SystemKind::Redolog => "redolog",
+            SystemKind::Mutex => "mutex",
+            SystemKind::Raw => "raw",
+        }
+    }
+
+    pub fn open(self, dir: &Path) -> Result<Arc<dyn System>, BoxError> {
+        let dir = dir.join(self.name());
+        std::fs::create_dir_all(&dir)?;
+        Ok(match self {
+            SystemKind::Redolog => Arc::new(RedologSystem::open(&dir)?),
+            SystemKind::Mutex => Arc::new(MutexLog::open(&dir)?),
+            SystemKind::Raw => Arc::new(RawLog::open(&dir)?),
+        })
+    }
+}
+
+struct RedologSystem {
+    log: Log,
+}
+
+impl RedologSystem {
+    fn open(dir: &Path) -> Result<Self, BoxError> {
+        let (log, _) = Log::open(dir, Config::default())?;
+        Ok(RedologSystem { log })
+    }
+}
+
+impl System for RedologSystem {
+    fn append(&self, record: &[u8]) -> Result<u64, BoxError> {
+        Ok(self.log.append(record)?.0)
+    }
+
+    fn wait(&self, token: u64, durability: Durability) -> Result<(), BoxError> {
+        Ok(self.log.wait(Lsn(token), durability)?)
+    }
+
+    fn fsyncs(&self) -> u64 {
+        self.log.metrics().log_fsyncs
+    }
+
+    fn maintain(&self) {
+        // Everything durable is "flushed to pages" in this benchmark.
+        let _ = self.log.checkpoint(self.log.durable_lsn());
+    }
+
+    fn metrics(&self) -> Option<redolog::Metrics> {
+        Some(self.log.metrics())
+    }
+}
+
+/// A zero-filled file written as a ring, like redolog's, so neither baseline
+/// pays for metadata updates redolog avoids.
+struct RingFile {
+    file: File,
+    bytes: u64,
+}
+
+impl RingFile {
+    const BYTES: u64 = 256 << 20;
+
+    fn create(dir: &Path) -> io::Result<Self> {
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.join("log"))?;
+        let zeros = vec![0u8; 1 << 20];
+        for chunk in 0..Self::BYTES >> 20 {
+            file.write_all_at(&zeros, chunk << 20)?;
+        }
+        file.sync_all()?;
+        File::open(dir)?.sync_all()?;
+        Ok(RingFile { file, bytes: Self::BYTES })
+    }
+
+    /// Writes `data` at stream position `position`, wrapping at the end.
+    fn write(&self, data: &[u8], position: u64) -> io::Result<()> {
+        let offset = position % self.bytes;
+        let first = data.len().min((self.bytes - offset) as usize);
+        self.file.write_all_at(&data[..first], offset)?;
+        if first < data.len() {
+            self.file.write_all_at(&data[first..], 0)?;
+        }
+        Ok(())
+    }
+}
+
+fn frame(buffer: &mut Vec<u8>, record: &[u8]) {
+    buffer.extend_from_slice(&(record.len() as u32).to_le_bytes());
+    buffer.extend_from_slice(&crc32c::crc32c(record).to_le_bytes());
+    buffer.extend_from_slice(record);
+}
+
+/// The naive design: one mutex, one condition variable.
+struct MutexLog {
+    ring: RingFile,
+    state: Mutex<MutexState>,
+    changed: Condvar,
+    fsyncs: AtomicU64,
+}
+
+#[derive(Default)]
+struct MutexState {
+    buffer: Vec<u8>,
+    appended: u64,
+    written: u64,
+    synced: u64,
+    leader_busy: bool,
+}
+
+/// Buffered bytes at which an appender writes the buffer itself.
+const MUTEX_BUFFER_BYTES: usize = 1 << 20;
+
+impl MutexLog {
+    fn open(dir: &Path) -> io::Result<Self> {
+        Ok(MutexLog {
+            ring: RingFile::create(dir)?,
+            state: Mutex::new(MutexState::default()),
+            changed: Condvar::new(),
+            fsyncs: AtomicU64::new(0),
+        })
+    }
+
+    fn done(state: &MutexState, token: u64, durability: Durability) -> bool {
+        match durability {
+            Durability::Buffered => true,
+            Durability::Written => state.written >= token,
+            Durability::Synced => state.synced >= token,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MutexState> {
+        // A panicking benchmark thread has already failed the run.
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl System for MutexLog {
+    fn append(&self, record: &[u8]) -> Result<u64, BoxError> {
+        let mut state = self.lock();
+        frame(&mut state.buffer, record);
+        state.appended += (8 + record.len()) as u64;
+        let token = state.appended;
+        if state.buffer.len() >= MUTEX_BUFFER_BYTES {
+            drop(state);
+            self.wait(token, Durability::Written)?;
+        }
+        Ok(token)
+    }
+
+    fn wait(&self, token: u64, durability: Durability) -> Result<(), BoxError> {
+        let mut state = self.lock();
+        while !Self::done(&state, token, durability) {
+            if state.leader_busy {
+                state = self.changed.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner);
+                continue;
+            }
+            state.leader_busy = true;
+            let data = std::mem::take(&mut state.buffer);
+            let (from, upto) = (state.written, state.appended);
+            drop(state);
+            self.ring.write(&data, from)?;
+            let sync = durability == Durability::Synced;
+            if sync {
+                self.ring.file.sync_data()?;
+                self.fsyncs.fetch_add(1, Ordering::Relaxed);
+            }
+            state = self.lock();
+            state.written = upto;
+            if sync {
+                state.synced = upto;
+            }
+            state.leader_busy = false;
+            self.changed.notify_all();
+        }
+        Ok(())
+    }
+
+    fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
+    }
+}
+
+/// One write and one fdatasync per record; serialised by a mutex.
+struct RawLog {
+    ring: RingFile,
+    position: FastMutex<u64>,
+    fsyncs: AtomicU64,
+}
+
+impl RawLog {
+    fn open(dir: &Path) -> io::Result<Self> {
+        Ok(RawLog { ring: RingFile::create(dir)?, position: FastMutex::new(0), fsyncs: AtomicU64::new(0) })
+    }
+}
+
+impl System for RawLog {
+    fn append(&self, record: &[u8]) -> Result<u64, BoxError> {
+        let mut framed = Vec::with_capacity(8 + record.len());
+        frame(&mut framed, record);
+        let mut position = self.position.lock();
+        self.ring.write(&framed, *position)?;
+        *position += framed.len() as u64;
+        Ok(*position)
+    }
+
+    fn wait(&self, _token: u64, durability: Durability) -> Result<(), BoxError> {
+        if durability == Durability::Synced {
+            let _position = self.position.lock();
+            self.ring.file.sync_data()?;
+            self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
+    }
+}

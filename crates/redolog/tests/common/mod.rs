@@ -1,0 +1,64 @@
+//! Helpers shared by the integration tests: small configurations, recovery into
+//! vectors, and block placement computed from docs/FORMAT.md (so the tests also
+//! check the spec).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use redolog::{Config, Group, Log, Recovery};
+
+/// Bytes before the first log block of each file (FORMAT.md §1).
+pub const HEADER_AREA: u64 = 12288;
+pub const BLOCK: u64 = 512;
+
+/// A log of four files with `file_blocks` blocks each, and a small ring.
+pub fn config(file_blocks: u64, buffer_bytes: usize) -> Config {
+    Config {
+        capacity_bytes: 4 * (HEADER_AREA + file_blocks * BLOCK).div_ceil(4096) * 4096,
+        buffer_bytes,
+        ..Config::default()
+    }
+}
+
+/// The file and byte offset of absolute block `block` (FORMAT.md §4).
+pub fn place(dir: &Path, config: &Config, block: u64) -> (PathBuf, u64) {
+    let file_bytes = config.capacity_bytes / 4 / 4096 * 4096;
+    let file_blocks = (file_bytes - HEADER_AREA) / BLOCK;
+    let slot = block % (4 * file_blocks);
+    let path = dir.join(format!("redo.{:04}", slot / file_blocks));
+    (path, HEADER_AREA + (slot % file_blocks) * BLOCK)
+}
+
+/// Reads every recovered group, panicking on an error.
+pub fn collect(recovery: Recovery) -> Vec<Group> {
+    recovery.map(|group| group.expect("recovered group")).collect()
+}
+
+/// Reopens `dir` and returns the log and its recovered groups.
+pub fn reopen(dir: &Path, config: &Config) -> (Log, Vec<Group>, redolog::LogEnd) {
+    let (log, recovery) = Log::open(dir, config.clone()).expect("reopen");
+    let end = recovery.end();
+    (log, collect(recovery), end)
+}
+
+/// The records of each group, owned.
+pub fn records(groups: &[Group]) -> Vec<Vec<Vec<u8>>> {
+    groups.iter().map(|group| group.records().map(<[u8]>::to_vec).collect()).collect()
+}
+
+/// Overwrites `bytes` at `offset` of `path`.
+pub fn patch(path: &Path, offset: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new().write(true).open(path).expect("open for patch");
+    file.write_all_at(bytes, offset).expect("patch");
+}
+
+/// Reads `len` bytes at `offset` of `path`.
+pub fn peek(path: &Path, offset: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).expect("open for peek");
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, offset).expect("peek");
+    bytes
+}
