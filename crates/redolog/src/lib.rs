@@ -54,4 +54,5 @@ pub use hdrhistogram::Histogram;
 pub use log::Log;
 pub use lsn::Lsn;
 pub use metrics::{LsnLevels, Metrics, WaitStats};
+pub use recovery::inspect;
 pub use recovery::{Group, LogEnd, Recovery};

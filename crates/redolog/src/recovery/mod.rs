@@ -1,6 +1,7 @@
 //! Opening a log: creating it, or validating it, finding its end and handing the
 //! recovered groups to the caller (docs/DESIGN.md §4).
 
+pub mod inspect;
 mod open;
 mod reader;
 mod scan;

@@ -13,7 +13,7 @@ use crate::format::{
 };
 use crate::layout::{file_name, file_path, temp_file_name, Layout};
 use crate::lsn::{BlockNo, Lsn};
-use crate::recovery::scan::{scan, LogEnd, ScanResult};
+use crate::recovery::scan::{scan, LogEnd, ScanMode, ScanResult};
 use crate::storage::Storage;
 use crate::writer::Files;
 
@@ -32,30 +32,49 @@ pub(crate) struct Opened {
     pub(crate) unsynced_bytes_max: u64,
     pub(crate) checkpoint: CheckpointSlot,
     pub(crate) scan: ScanResult,
+    /// The header of `redo.0000` and both checkpoint slots, for inspection.
+    pub(crate) header: FileHeader,
+    pub(crate) slots: [Option<CheckpointSlot>; 2],
+}
+
+/// What a directory holds, by file name.
+pub(crate) struct DirContents {
+    /// Which of redo.0000..redo.0003 exist.
+    pub(crate) present: [bool; FILE_COUNT as usize],
+    /// `*.tmp` files of an interrupted creation.
+    pub(crate) leftovers: Vec<PathBuf>,
+    /// Whether the directory existed.
+    pub(crate) existed: bool,
+}
+
+/// Lists `dir` and sorts its entries into log files and leftovers; any other file
+/// makes it not a redolog directory.
+pub(crate) fn read_dir_contents(dir: &Path, storage: &Arc<dyn Storage>) -> Result<DirContents> {
+    let (names, existed) = match storage.list_dir(dir) {
+        Ok(names) => (names, true),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => (Vec::new(), false),
+        Err(source) => return Err(Error::io("list directory", dir, source)),
+    };
+    let mut contents = DirContents { present: [false; FILE_COUNT as usize], leftovers: Vec::new(), existed };
+    for name in &names {
+        if let Some(index) = (0..FILE_COUNT as usize).find(|&index| *name == file_name(index)) {
+            contents.present[index] = true;
+        } else if (0..FILE_COUNT as usize).any(|index| *name == temp_file_name(index)) {
+            contents.leftovers.push(dir.join(name));
+        } else {
+            let reason = format!("it holds {name:?}, which is not a redolog file");
+            return Err(Error::NotALog { path: dir.to_path_buf(), reason });
+        }
+    }
+    Ok(contents)
 }
 
 /// Opens the log in `dir`, creating it if the directory is missing, empty, or
 /// holds only the leftovers of an interrupted creation.
 pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Opened> {
-    let names = match storage.list_dir(dir) {
-        Ok(names) => names,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            storage.create_dir_all(dir).map_err(|source| Error::io("create directory", dir, source))?;
-            Vec::new()
-        }
-        Err(source) => return Err(Error::io("list directory", dir, source)),
-    };
-    let mut present = [false; FILE_COUNT as usize];
-    let mut leftovers = Vec::new();
-    for name in &names {
-        if let Some(index) = (0..FILE_COUNT as usize).find(|&index| *name == file_name(index)) {
-            present[index] = true;
-        } else if (0..FILE_COUNT as usize).any(|index| *name == temp_file_name(index)) {
-            leftovers.push(dir.join(name));
-        } else {
-            let reason = format!("it holds {name:?}, which is not a redolog file");
-            return Err(Error::NotALog { path: dir.to_path_buf(), reason });
-        }
+    let DirContents { present, mut leftovers, existed } = read_dir_contents(dir, storage)?;
+    if !existed {
+        storage.create_dir_all(dir).map_err(|source| Error::io("create directory", dir, source))?;
     }
     // INV-16: the log exists iff redo.0000 does; without it, files 1..3 are
     // leftovers of a creation that crashed before its last rename.
@@ -64,7 +83,7 @@ pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Stor
     }
     remove_leftovers(dir, storage, &leftovers)?;
     if present[0] {
-        open_existing(dir, storage)
+        open_existing(dir, storage, ScanMode::Repair)
     } else {
         create(dir, config, storage)
     }
@@ -141,7 +160,16 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
     let files = Arc::new(open_files(dir, storage)?);
     let end = Lsn(header.first_lsn);
     let scan = ScanResult { start: end, end, log_end: LogEnd::Created, last_block: empty_first_block() };
-    Ok(Opened { files, layout, log_id: header.log_id, unsynced_bytes_max: header.unsynced_bytes_max, checkpoint, scan })
+    Ok(Opened {
+        files,
+        layout,
+        log_id: header.log_id,
+        unsynced_bytes_max: header.unsynced_bytes_max,
+        checkpoint,
+        scan,
+        header,
+        slots: [Some(checkpoint), None],
+    })
 }
 
 /// The ring image of the first block of a new log: its first group starts at
@@ -208,7 +236,8 @@ fn read_header(files: &Files, index: usize) -> Result<FileHeader> {
     Ok(header)
 }
 
-fn open_existing(dir: &Path, storage: &Arc<dyn Storage>) -> Result<Opened> {
+/// Opens an existing log. With `ScanMode::ReadOnly` nothing is written.
+pub(crate) fn open_existing(dir: &Path, storage: &Arc<dyn Storage>, mode: ScanMode) -> Result<Opened> {
     let files = Arc::new(open_files(dir, storage)?);
     let header = read_header(&files, 0)?;
     for index in 0..FILE_COUNT as usize {
@@ -231,20 +260,31 @@ fn open_existing(dir: &Path, storage: &Arc<dyn Storage>) -> Result<Opened> {
             format!("implausible unsynced bound {} or first LSN {}", header.unsynced_bytes_max, header.first_lsn);
         return Err(Error::Corruption { path: files.paths[0].clone(), offset: 0, lsn: Lsn(0), reason });
     }
-    let checkpoint = read_checkpoint(&files, &header)?;
-    let scan = scan(&files, &layout, &checkpoint, header.unsynced_bytes_max / BLOCK_BYTES as u64)?;
-    Ok(Opened { files, layout, log_id: header.log_id, unsynced_bytes_max: header.unsynced_bytes_max, checkpoint, scan })
+    let (checkpoint, slots) = read_checkpoint(&files, &header)?;
+    let scan = scan(&files, &layout, &checkpoint, header.unsynced_bytes_max / BLOCK_BYTES as u64, mode)?;
+    Ok(Opened {
+        files,
+        layout,
+        log_id: header.log_id,
+        unsynced_bytes_max: header.unsynced_bytes_max,
+        checkpoint,
+        scan,
+        header,
+        slots,
+    })
 }
 
-/// The valid checkpoint slot with the larger number (INV-15).
-fn read_checkpoint(files: &Files, header: &FileHeader) -> Result<CheckpointSlot> {
+/// The valid checkpoint slot with the larger number (INV-15), and both slots.
+fn read_checkpoint(files: &Files, header: &FileHeader) -> Result<(CheckpointSlot, [Option<CheckpointSlot>; 2])> {
     let mut best: Option<CheckpointSlot> = None;
-    for offset in CHECKPOINT_SLOT_OFFSETS {
+    let mut slots = [None; 2];
+    for (index, offset) in CHECKPOINT_SLOT_OFFSETS.into_iter().enumerate() {
         let mut block = [0u8; BLOCK_BYTES];
         files.handles[0]
             .read_exact_at(&mut block, offset)
             .map_err(|source| Error::io("read", files.paths[0].clone(), source))?;
         let slot = CheckpointSlot::decode(&block).filter(|slot| slot.log_id == header.log_id);
+        slots[index] = slot;
         if let Some(slot) = slot {
             if best.is_none_or(|best| slot.number > best.number) {
                 best = Some(slot);
@@ -261,5 +301,5 @@ fn read_checkpoint(files: &Files, header: &FileHeader) -> Result<CheckpointSlot>
     if !Lsn(slot.lsn).is_data_position() || slot.lsn < header.first_lsn {
         return Err(corrupt(format!("checkpoint LSN {} is not a position of this log", slot.lsn)));
     }
-    Ok(slot)
+    Ok((slot, slots))
 }

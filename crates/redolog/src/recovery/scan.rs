@@ -107,12 +107,20 @@ fn find_start(files: &Arc<Files>, layout: &Layout, checkpoint: Lsn, group_bytes_
     Ok(Start { lsn: first, torn_group_end: None })
 }
 
+/// Whether the scan may write: open repairs a torn tail, inspection only reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ScanMode {
+    Repair,
+    ReadOnly,
+}
+
 /// Scans from the checkpoint to the end and decides how the log ended.
 pub(crate) fn scan(
     files: &Arc<Files>,
     layout: &Layout,
     checkpoint: &CheckpointSlot,
     unsynced_blocks: u64,
+    mode: ScanMode,
 ) -> Result<ScanResult> {
     let group_bytes_max = (layout.ring_blocks - 2) * BLOCK_DATA_BYTES as u64;
     let checkpoint_lsn = Lsn(checkpoint.lsn);
@@ -157,7 +165,7 @@ pub(crate) fn scan(
     let needs_erase = stream_end > end || last_current.is_some_and(|block| block > end.block());
     let (log_end, last_block) = if needs_erase {
         let erase = Erase { end, last_current, restart_group: start.torn_group_end.is_some() };
-        let (blocks_erased, last_block) = erase_tail(files, layout, &mut blocks, &erase)?;
+        let (blocks_erased, last_block) = erase_tail(files, layout, &mut blocks, &erase, mode)?;
         (LogEnd::TornTail { truncated_at: end, blocks_erased }, last_block)
     } else {
         let log_end = if clean_shutdown { LogEnd::CleanShutdown } else { LogEnd::Clean };
@@ -187,8 +195,16 @@ struct Erase {
 /// INV-14: rewrites the block holding `end` without the bytes past it, zeroes every
 /// later block up to `last_current`, and syncs. Returns the blocks erased and the
 /// block the log continues in. Idempotent: a crash in the middle leaves a state
-/// from which recovery finds the same end and erases again.
-fn erase_tail(files: &Files, layout: &Layout, blocks: &mut BlockReader, erase: &Erase) -> Result<(u64, Vec<u8>)> {
+/// from which recovery finds the same end and erases again. `ReadOnly` counts the
+/// blocks without writing.
+fn erase_tail(
+    files: &Files,
+    layout: &Layout,
+    blocks: &mut BlockReader,
+    erase: &Erase,
+    mode: ScanMode,
+) -> Result<(u64, Vec<u8>)> {
+    let write = mode == ScanMode::Repair;
     let end = erase.end;
     let mut erased = 0;
     let mut last_block = continuation_block(blocks, end)?;
@@ -203,7 +219,9 @@ fn erase_tail(files: &Files, layout: &Layout, blocks: &mut BlockReader, erase: &
             crate::buffer::set_first_group_in(&mut image, end.offset_in_block() as u16);
         }
         BlockHeader::seal(&mut image, end.block(), data_len, header.synced_back);
-        write_blocks(files, layout, end.block(), &image)?;
+        if write {
+            write_blocks(files, layout, end.block(), &image)?;
+        }
         last_block[..end.offset_in_block()].copy_from_slice(&image[..end.offset_in_block()]);
         erased += 1;
         end.block().0 + 1
@@ -215,9 +233,14 @@ fn erase_tail(files: &Files, layout: &Layout, blocks: &mut BlockReader, erase: &
     let mut block = first_zeroed;
     while block < last {
         let count = (last - block).min(256);
-        write_blocks(files, layout, BlockNo(block), &zeros[..count as usize * BLOCK_BYTES])?;
+        if write {
+            write_blocks(files, layout, BlockNo(block), &zeros[..count as usize * BLOCK_BYTES])?;
+        }
         erased += count;
         block += count;
+    }
+    if !write {
+        return Ok((erased, last_block));
     }
     // The erase must be durable before any new append reuses these blocks: else a
     // crash could resurrect the stale bytes behind new ones.

@@ -1,0 +1,131 @@
+//! Read-only inspection of a log directory: what `redolog dump` and `redolog
+//! verify` print. The same validation as `Log::open`, without writing anything.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::{CheckpointSlot, CHECKPOINT_CLEAN_SHUTDOWN, FORMAT_VERSION};
+use crate::lsn::Lsn;
+use crate::recovery::open::{open_existing, read_dir_contents};
+use crate::recovery::scan::ScanMode;
+use crate::recovery::{LogEnd, Recovery};
+use crate::storage::{FsStorage, Storage};
+
+/// One checkpoint slot as found on disk.
+///
+/// ```
+/// # use redolog::inspect::CheckpointInfo;
+/// # use redolog::Lsn;
+/// let slot = CheckpointInfo { number: 1, lsn: Lsn(8208), durable_lsn: Lsn(9000), clean_shutdown: false };
+/// assert!(slot.durable_lsn >= slot.lsn);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// Sequence number; the larger valid one is current.
+    pub number: u64,
+    /// Recovery starts here.
+    pub lsn: Lsn,
+    /// Everything below was synced when the slot was written.
+    pub durable_lsn: Lsn,
+    /// The log was closed cleanly at `durable_lsn`.
+    pub clean_shutdown: bool,
+}
+
+impl From<CheckpointSlot> for CheckpointInfo {
+    fn from(slot: CheckpointSlot) -> Self {
+        CheckpointInfo {
+            number: slot.number,
+            lsn: Lsn(slot.lsn),
+            durable_lsn: Lsn(slot.durable_lsn),
+            clean_shutdown: slot.flags & CHECKPOINT_CLEAN_SHUTDOWN != 0,
+        }
+    }
+}
+
+/// What a log directory holds, validated as `Log::open` would, without writing.
+///
+/// `end` reports a torn tail as `LogEnd::TornTail` with the number of blocks
+/// `Log::open` would erase. Iterate `groups` to read (and check) every group.
+///
+/// ```
+/// use redolog::{inspect, Config, Durability, Log, LogEnd};
+/// let dir = tempfile::tempdir().unwrap();
+/// let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+/// let (log, _) = Log::open(dir.path(), config).unwrap();
+/// log.commit(b"hello", Durability::Synced).unwrap();
+/// log.close().unwrap();
+/// let inspection = inspect::inspect(dir.path()).unwrap();
+/// assert_eq!(inspection.end, LogEnd::CleanShutdown);
+/// assert_eq!(inspection.groups.count(), 1);
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Inspection {
+    /// The random id every file and checkpoint of this log carries.
+    pub log_id: u128,
+    /// The on-disk format version.
+    pub format_version: u32,
+    /// The four files.
+    pub files: Vec<PathBuf>,
+    /// Length of each file.
+    pub file_bytes: u64,
+    /// Blocks in the on-disk ring.
+    pub ring_blocks: u64,
+    /// The LSN the log was created at.
+    pub first_lsn: Lsn,
+    /// Bound on written-but-unsynced log (docs/FORMAT.md §6).
+    pub unsynced_bytes_max: u64,
+    /// Slot A and slot B, if valid.
+    pub checkpoint_slots: [Option<CheckpointInfo>; 2],
+    /// The checkpoint recovery starts from.
+    pub checkpoint: CheckpointInfo,
+    /// The first recovered group's start.
+    pub start_lsn: Lsn,
+    /// The end of the last complete group.
+    pub end_lsn: Lsn,
+    /// How the log ends.
+    pub end: LogEnd,
+    /// The groups in `[start_lsn, end_lsn)`, read lazily.
+    pub groups: Recovery,
+}
+
+/// Inspects the log in `dir` on the real file system.
+pub fn inspect(dir: &Path) -> Result<Inspection> {
+    inspect_with_storage(dir, FsStorage)
+}
+
+/// Inspects the log in `dir` on `storage`.
+pub fn inspect_with_storage(dir: &Path, storage: impl Storage + 'static) -> Result<Inspection> {
+    let storage: Arc<dyn Storage> = Arc::new(storage);
+    let contents = read_dir_contents(dir, &storage)?;
+    if !contents.present[0] {
+        let reason = if contents.existed { "it holds no redo.0000" } else { "it does not exist" };
+        return Err(Error::NotALog { path: dir.to_path_buf(), reason: reason.into() });
+    }
+    let opened = open_existing(dir, &storage, ScanMode::ReadOnly)?;
+    let scan = &opened.scan;
+    let groups = Recovery::new(
+        opened.files.clone(),
+        opened.layout,
+        Lsn(opened.checkpoint.lsn),
+        (scan.start, scan.end),
+        scan.log_end,
+    );
+    debug_assert_eq!(opened.header.format_version, FORMAT_VERSION);
+    Ok(Inspection {
+        log_id: opened.log_id,
+        format_version: opened.header.format_version,
+        files: opened.files.paths.clone(),
+        file_bytes: opened.layout.file_bytes,
+        ring_blocks: opened.layout.ring_blocks,
+        first_lsn: Lsn(opened.header.first_lsn),
+        unsynced_bytes_max: opened.unsynced_bytes_max,
+        checkpoint_slots: opened.slots.map(|slot| slot.map(CheckpointInfo::from)),
+        checkpoint: opened.checkpoint.into(),
+        start_lsn: scan.start,
+        end_lsn: scan.end,
+        end: scan.log_end,
+        groups,
+    })
+}
