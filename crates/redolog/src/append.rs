@@ -90,9 +90,11 @@ impl Shared {
     pub(crate) fn append_group(&self, records: &[&[u8]]) -> Result<Lsn> {
         let bytes = self.check_group_size(records)?;
         self.check_poison()?;
-        // INV-1: one fetch_add reserves the range. Relaxed: uniqueness comes from the
-        // atomicity of the RMW; the bytes are published through the link buffer.
-        let start_sn = self.sn.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        // INV-1: one fetch_add reserves the range. SeqCst: the link buffer's head
+        // skips its slot check when no reservation lies past its link, which needs
+        // reservations in the same total order as its tail store (link_buf.rs).
+        // The bytes themselves are published through the link buffer.
+        let start_sn = self.sn.fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
         if start_sn & SN_CLOSED != 0 {
             return Err(Error::Closed);
         }
@@ -143,7 +145,7 @@ impl Shared {
             let copied_to = group.copy_range(self, chunk_start, done, len);
             debug_assert_eq!(copied_to, chunk_end);
             self.set_first_groups(chunk_start, chunk_end, group_end);
-            if let Some((old, new)) = self.link.add(chunk_start.0, chunk_end.0) {
+            if let Some((old, new)) = self.link.add(chunk_start.0, chunk_end.0, || self.reserved_end().0) {
                 self.ready_events.notify_range(old, new);
             }
             done += len;

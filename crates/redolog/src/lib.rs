@@ -39,6 +39,8 @@ mod error;
 mod format;
 mod layout;
 mod link_buf;
+#[cfg(test)]
+mod link_buf_tests;
 mod log;
 mod lsn;
 mod metrics;
@@ -56,3 +58,4 @@ pub use lsn::Lsn;
 pub use metrics::{LsnLevels, Metrics, WaitStats};
 pub use recovery::inspect;
 pub use recovery::{Group, LogEnd, Recovery};
+

