@@ -1,0 +1,112 @@
+//! Goal: the `redolog` binary does what its help says. `verify` exits 0 on a
+//! sound log and 1 with a message naming file, offset and LSN on a damaged one;
+//! `dump` prints the checkpoint and every group; `bench` runs a tiny sweep and
+//! writes JSON in the documented schema; a missing directory is a clear error.
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use redolog::{Config, Durability, Log};
+
+fn redolog(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_redolog")).args(args).output().expect("run redolog")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A closed log with three groups, one of them spanning several blocks.
+fn sample_log(dir: &Path) {
+    let config = Config { capacity_bytes: 1 << 20, buffer_bytes: 64 << 10, ..Config::default() };
+    let (log, _) = Log::open(dir, config).expect("create");
+    log.append_group(&[b"hello", b""]).expect("append");
+    log.commit(&[0xAB; 3000], Durability::Synced).expect("commit");
+    log.commit(b"last", Durability::Synced).expect("commit");
+    log.close().expect("close");
+}
+
+#[test]
+fn verify_accepts_a_sound_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    sample_log(dir.path());
+    let output = redolog(&["verify", dir.path().to_str().expect("utf-8 path")]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("3 groups"), "{}", text(&output.stdout));
+}
+
+#[test]
+fn verify_names_file_offset_and_lsn_of_damage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    sample_log(dir.path());
+    // Block 18 (the middle of the 3000-byte group) lives at 12288 + 18·512 in redo.0000.
+    let file = std::fs::OpenOptions::new().write(true).open(dir.path().join("redo.0000")).expect("open");
+    file.write_all_at(b"\xFF\xFF", 12288 + 18 * 512 + 200).expect("damage");
+    let output = redolog(&["verify", dir.path().to_str().expect("utf-8 path")]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stdout));
+    let message = text(&output.stderr);
+    assert!(message.contains("redo.0000"), "{message}");
+    assert!(message.contains(&format!("offset {}", 12288 + 18 * 512 + 16)), "{message}");
+    assert!(message.contains(&format!("LSN {}", 18 * 512 + 16)), "{message}");
+}
+
+#[test]
+fn verify_of_a_missing_directory_is_an_error_not_a_new_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nothing-here");
+    let output = redolog(&["verify", missing.to_str().expect("utf-8 path")]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("nothing-here"), "{}", text(&output.stderr));
+    assert!(!missing.exists(), "verify must not create a log");
+}
+
+#[test]
+fn dump_prints_the_checkpoint_and_every_group() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    sample_log(dir.path());
+    let output = redolog(&["dump", "--records", dir.path().to_str().expect("utf-8 path")]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("checkpoint"), "{stdout}");
+    assert!(stdout.contains("8208"), "the first group starts at LSN 8208: {stdout}");
+    assert!(stdout.contains("hello"), "record preview: {stdout}");
+}
+
+#[test]
+fn bench_writes_json_in_the_documented_schema() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("out.json");
+    let output = redolog(&[
+        "bench",
+        "--threads",
+        "1,2",
+        "--seconds",
+        "0.2",
+        "--rounds",
+        "1",
+        "--intervals",
+        "false",
+        "--dir",
+        dir.path().to_str().expect("utf-8 path"),
+        "--json",
+        json.to_str().expect("utf-8 path"),
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
+    for key in ["cpu", "cores", "kernel", "filesystem", "fdatasync_p50_us"] {
+        assert!(value["machine"].get(key).is_some(), "machine.{key} missing: {value}");
+    }
+    let results = value["results"].as_array().expect("results");
+    let systems: Vec<&str> = results.iter().filter_map(|result| result["system"].as_str()).collect();
+    for system in ["redolog", "mutex", "raw"] {
+        assert!(systems.contains(&system), "{system} missing: {systems:?}");
+    }
+    for result in results {
+        for key in ["threads", "durability", "record_bytes", "commits_per_sec", "p50_us", "p99_us", "records_per_fsync"]
+        {
+            assert!(result.get(key).is_some(), "{key} missing: {result}");
+        }
+        assert!(result["commits_per_sec"].as_f64().expect("number") > 0.0, "{result}");
+    }
+}
