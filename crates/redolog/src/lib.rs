@@ -59,3 +59,7 @@ pub use metrics::{LsnLevels, Metrics, WaitStats};
 pub use recovery::inspect;
 pub use recovery::{Group, LogEnd, Recovery};
 
+/// The README's usage example, compiled as a doctest so it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
