@@ -78,11 +78,8 @@ pub(crate) struct Shared {
     pub(crate) log_id: u128,
     /// Blocks the writer may run ahead of the sync frontier (INV-8).
     pub(crate) unsynced_blocks: u64,
-    /// Next data byte to reserve; bit 63 is `SN_CLOSED` (INV-1).
-    pub(crate) sn: CachePadded<AtomicU64>,
     pub(crate) ring: RingBuffer,
     pub(crate) link: LinkBuf,
-    link_capacity: u64,
     /// End of what was handed to the OS (INV-4).
     pub(crate) written: CachePadded<AtomicU64>,
     /// End of what was synced (INV-5).
@@ -135,17 +132,16 @@ impl Shared {
         let mut ring = RingBuffer::new(config.ring_bytes());
         ring.load_block(start.end.block(), &start.last_block);
         // MySQL sizes recent_written at 1/16 of the log buffer (1 MiB for 16 MiB).
-        let link_capacity = (config.ring_bytes() / 16).max(256);
+        // Reach 1/16 of the ring, as MySQL sizes recent_written (1 MiB by default).
+        let link_capacity = (config.ring_bytes() >> (4 + crate::link_buf::GRANULE_SHIFT)).max(256);
         let end = start.end.0;
         Shared {
             layout,
             files,
             log_id,
             unsynced_blocks: unsynced_bytes_max / crate::format::BLOCK_BYTES as u64,
-            sn: CachePadded::new(AtomicU64::new(start.end.to_sn().0)),
             ring,
-            link: LinkBuf::new(link_capacity, end),
-            link_capacity: link_capacity as u64,
+            link: LinkBuf::new(link_capacity, end, start.end.to_sn().0),
             written: CachePadded::new(AtomicU64::new(end)),
             synced: CachePadded::new(AtomicU64::new(end)),
             write_demand: CachePadded::new(AtomicU64::new(end)),
@@ -184,13 +180,15 @@ impl Shared {
         Lsn(self.link.tail())
     }
 
-    pub(crate) fn link_capacity(&self) -> u64 {
-        self.link_capacity
+    /// The end of everything reserved so far.
+    /// Next data byte to reserve; bit 63 is `SN_CLOSED` (INV-1). It lives on
+    /// the link buffer's tail line: every append touches both.
+    pub(crate) fn sn(&self) -> &AtomicU64 {
+        self.link.reserved()
     }
 
-    /// The end of everything reserved so far.
     pub(crate) fn reserved_end(&self) -> Lsn {
-        Sn(self.sn.load(Ordering::SeqCst) & !SN_CLOSED).to_lsn()
+        Sn(self.sn().load(Ordering::SeqCst) & !SN_CLOSED).to_lsn()
     }
 
     pub(crate) fn is_poisoned(&self) -> bool {

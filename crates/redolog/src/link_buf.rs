@@ -1,8 +1,10 @@
 //! The link buffer (MySQL's `recent_written`): which reserved ranges of the ring
 //! are completely copied, and the end of the longest completed prefix (`tail`).
 //!
-//! docs/DESIGN.md §1.4. A slot holds the end of the link that starts at a position
-//! congruent to the slot index modulo the capacity. Any thread may advance the tail
+//! docs/DESIGN.md §1.4. A slot holds the end of the link that starts in its
+//! granule: 8 positions, the shortest link (a group header), so two links never
+//! start in one granule. Slot `i` serves the granules congruent to `i` modulo the
+//! capacity. Any thread may advance the tail
 //! (no closer thread). The model `tests/loom_link_buf.rs` compiles this very file
 //! against loom, so it may use only `crate::sync` and `core`.
 
@@ -10,38 +12,73 @@ use crossbeam_utils::CachePadded;
 
 use crate::sync::atomic::{fence, AtomicU64, Ordering};
 
+/// log2 of the positions per slot. A slot per position (as MySQL's
+/// recent_written) made the default array 8 MiB, and every append read or wrote
+/// a line of it that had long left the cache; per 8 positions it is 1 MiB for
+/// the same reach (no-wait bench: 10.0 → 10.5 M appends/s, docs/BENCHMARKS.md).
+pub(crate) const GRANULE_SHIFT: u32 = 3;
+
 /// Completion tracking for concurrently copied ranges `[from, to)`.
 pub(crate) struct LinkBuf {
     slots: Box<[AtomicU64]>,
     mask: u64,
-    /// The end of the longest completed prefix. Only grows. Padded: every append
-    /// moves it, and the slot pointer next to it is read by every append.
-    tail: CachePadded<AtomicU64>,
+    /// The end of the longest completed prefix, and the owner's reservation
+    /// counter, on one cache line (`Head`).
+    head: CachePadded<Head>,
+}
+
+/// Every append reserves with a read-modify-write of the reservation counter,
+/// then reads and usually moves the tail, then reads the counter again (`add`).
+/// On two cores each of those found the line in the other core's cache: three
+/// transfers of ~200 ns per append on separate lines; on one line the later
+/// two usually hit (docs/DESIGN.md §1.4).
+struct Head {
+    tail: AtomicU64,
+    reserved: AtomicU64,
 }
 
 impl LinkBuf {
-    /// A buffer of `capacity` slots (a power of two) whose prefix ends at `start`.
-    pub(crate) fn new(capacity: usize, start: u64) -> Self {
+    /// A buffer of `capacity` slots (a power of two) whose prefix ends at `start`;
+    /// it reaches `capacity << GRANULE_SHIFT` positions past the tail.
+    /// `reserved` starts the reservation counter (see [`LinkBuf::reserved`]).
+    pub(crate) fn new(capacity: usize, start: u64, reserved: u64) -> Self {
         assert!(capacity.is_power_of_two(), "link buffer capacity {capacity} is not a power of two");
         let slots = (0..capacity).map(|_| AtomicU64::new(0)).collect();
-        LinkBuf { slots, mask: capacity as u64 - 1, tail: CachePadded::new(AtomicU64::new(start)) }
+        let head = Head { tail: AtomicU64::new(start), reserved: AtomicU64::new(reserved) };
+        LinkBuf { slots, mask: capacity as u64 - 1, head: CachePadded::new(head) }
+    }
+
+    /// The owner's reservation counter, kept on the tail's cache line. The link
+    /// buffer itself never touches it: `add`'s `reserved_end` reads it.
+    pub(crate) fn reserved(&self) -> &AtomicU64 {
+        &self.head.reserved
     }
 
     /// The end of the longest completed prefix (`ready_lsn`).
     pub(crate) fn tail(&self) -> u64 {
         // SeqCst: pairs with the tail store/CAS in `advance` (INV-2, INV-10).
-        self.tail.load(Ordering::SeqCst)
+        self.head.tail.load(Ordering::SeqCst)
     }
 
     /// Whether a link starting at `from` can be recorded without overwriting a
     /// slot that the tail has not consumed yet.
     pub(crate) fn has_space(&self, from: u64) -> bool {
-        from - self.tail() <= self.mask
+        (from >> GRANULE_SHIFT) - (self.tail() >> GRANULE_SHIFT) <= self.mask
+    }
+
+    /// The lowest tail at which a link starting at `from` has space.
+    pub(crate) fn space_target(&self, from: u64) -> u64 {
+        ((from >> GRANULE_SHIFT) - self.mask) << GRANULE_SHIFT
+    }
+
+    fn index(&self, position: u64) -> usize {
+        ((position >> GRANULE_SHIFT) & self.mask) as usize
     }
 
     /// Records that `[from, to)` is completely copied and advances the tail as far
     /// as possible. Returns the stretch `(old, new)` by which this call moved the
-    /// tail, if it moved it. Precondition: `from < to` and `has_space(from)`, and
+    /// tail, if it moved it. Precondition: `to - from >= 8` (one granule) and
+    /// `has_space(from)`, and
     /// the caller reserved `[from, to)` with a SeqCst read-modify-write of the
     /// counter `reserved_end` reads.
     ///
@@ -54,7 +91,7 @@ impl LinkBuf {
     /// of the store-buffering rule that loom models (it treats SeqCst loads and
     /// stores as AcqRel); on x86 each fence is one `mfence`.
     pub(crate) fn add(&self, from: u64, to: u64, reserved_end: impl FnOnce() -> u64) -> Option<(u64, u64)> {
-        debug_assert!(from < to, "empty link {from}..{to}");
+        debug_assert!(to - from >= 1 << GRANULE_SHIFT, "link {from}..{to} shorter than a granule");
         debug_assert!(self.has_space(from), "link {from} without space, tail {}", self.tail());
         // F1: our reservation (program order: before this call) precedes our
         // tail read. Pairs with F2 of the link that ends at `from`.
@@ -62,10 +99,10 @@ impl LinkBuf {
         // Fast path: we are the head. Nobody else can move the tail while it sits
         // at `from` (our link is the only one that starts there and it is not in
         // its slot), so a plain store suffices.
-        if self.tail.load(Ordering::Acquire) == from {
+        if self.head.tail.load(Ordering::Acquire) == from {
             // Release: the ring bytes of our link happen-before any reader that
             // sees the new tail (INV-2).
-            self.tail.store(to, Ordering::Release);
+            self.head.tail.store(to, Ordering::Release);
             // F2: store-buffering with the appender of the link that starts at
             // `to`, which reserved (then F1) before it reads the tail. Either
             // our read of the reservation counter sees its reservation, and we
@@ -79,7 +116,7 @@ impl LinkBuf {
             return Some((from, moved));
         }
         // Release: pairs with the Acquire slot read of whoever consumes the link.
-        self.slots[(from & self.mask) as usize].store(to, Ordering::Release);
+        self.slots[self.index(from)].store(to, Ordering::Release);
         // F3: store-buffering with a concurrent advancer, which moves the tail
         // (then F4) and reads our slot. Either it sees our slot, or our tail
         // read below sees its move and we consume our link ourselves.
@@ -90,7 +127,7 @@ impl LinkBuf {
     /// Consumes completed links at the tail. Returns the stretch this call moved
     /// the tail by, if any.
     pub(crate) fn advance(&self) -> Option<(u64, u64)> {
-        self.advance_from(self.tail.load(Ordering::Acquire))
+        self.advance_from(self.head.tail.load(Ordering::Acquire))
     }
 
     /// `advance`, starting from a tail value the caller just read or stored.
@@ -99,18 +136,20 @@ impl LinkBuf {
         loop {
             // Acquire: pairs with the Release slot store; the link's ring bytes
             // happen-before our tail move publishes them.
-            let next = self.slots[(tail & self.mask) as usize].load(Ordering::Acquire);
-            // A slot value <= tail is a link of an earlier lap, already consumed
-            // (its end was <= the tail when it was consumed). Only a link that
-            // starts exactly at `tail` can hold a larger value: links tile the
-            // stream, and a future link congruent to `tail` needs `has_space`,
-            // which requires the tail to have moved past `tail` first.
+            let next = self.slots[self.index(tail)].load(Ordering::Acquire);
+            // A slot value <= tail is a link of an earlier lap or granule, already
+            // consumed (its end was <= the tail when it was consumed). Only a
+            // link that starts exactly at `tail` can hold a larger value: links
+            // tile the stream and span at least a granule, so the next link
+            // after the one at `tail` starts in a later granule; and a future
+            // link in a congruent granule needs `has_space`, which requires the
+            // tail to have moved past `tail`'s granule first.
             if next <= tail {
                 return moved;
             }
             // AcqRel: Release publishes the consumed link's bytes to readers of
             // the tail; Acquire orders our next slot read after a competing move.
-            match self.tail.compare_exchange(tail, next, Ordering::AcqRel, Ordering::Acquire) {
+            match self.head.tail.compare_exchange(tail, next, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     moved = Some((moved.map_or(tail, |(old, _)| old), next));
                     // F4: pairs with F3 of the appender whose slot we read next.

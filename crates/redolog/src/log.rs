@@ -220,7 +220,7 @@ impl Log {
     /// assert!(matches!(log.append(b"too late"), Err(Error::Closed)));
     /// ```
     pub fn close(&self) -> Result<()> {
-        let previous = self.shared.sn.fetch_or(SN_CLOSED, Ordering::SeqCst);
+        let previous = self.shared.sn().fetch_or(SN_CLOSED, Ordering::SeqCst);
         let result = if previous & SN_CLOSED != 0 {
             self.shared.check_poison()
         } else {

@@ -74,8 +74,18 @@ impl WaitCounters {
     }
 
     fn snapshot(&self) -> WaitStats {
+        self.snapshot_with_no_waits(self.no_waits.get())
+    }
+
+    /// For the append path's sites, which count only visits that waited: every
+    /// chunk appended visits them once, so `no_waits = visits − waits`.
+    fn snapshot_of_visits(&self, visits: u64) -> WaitStats {
+        self.snapshot_with_no_waits(visits.saturating_sub(self.waits.get()))
+    }
+
+    fn snapshot_with_no_waits(&self, no_waits: u64) -> WaitStats {
         WaitStats {
-            no_waits: self.no_waits.get(),
+            no_waits,
             waits: self.waits.get(),
             wait_loops: self.wait_loops.get(),
             spin_rounds: self.spin_rounds.get(),
@@ -141,7 +151,12 @@ pub(crate) struct MetricsRecorder {
     pub(crate) bytes_written: Counter,
     pub(crate) fsyncs: Counter,
     pub(crate) groups: Counter,
-    pub(crate) records: Counter,
+    /// Groups without records; with `records_beyond_one` and `groups` it gives
+    /// `log_records` without a counter update per record.
+    pub(crate) empty_groups: Counter,
+    pub(crate) records_beyond_one: Counter,
+    /// Chunks after the first of groups larger than half the ring.
+    pub(crate) extra_chunks: Counter,
     pub(crate) checkpoints: Counter,
     pub(crate) commit_wait_us: LatencyRecorder,
     pub(crate) fsync_us: LatencyRecorder,
@@ -161,7 +176,9 @@ impl MetricsRecorder {
             bytes_written: Counter::default(),
             fsyncs: Counter::default(),
             groups: Counter::default(),
-            records: Counter::default(),
+            empty_groups: Counter::default(),
+            records_beyond_one: Counter::default(),
+            extra_chunks: Counter::default(),
             checkpoints: Counter::default(),
             commit_wait_us: LatencyRecorder::new(),
             fsync_us: LatencyRecorder::new(),
@@ -169,20 +186,25 @@ impl MetricsRecorder {
     }
 
     pub(crate) fn snapshot(&self, lsns: LsnLevels) -> Metrics {
+        // Read the visit counts first: a visit is counted (as a group) after its
+        // waits, so the derived `no_waits` never goes below zero.
+        let groups = self.groups.get();
+        let chunks = groups + self.extra_chunks.get();
+        let records = (groups + self.records_beyond_one.get()).saturating_sub(self.empty_groups.get());
         Metrics {
             lsns,
             log_write_requests: self.write_requests.get(),
             log_writes: self.writes.get(),
             log_bytes_written: self.bytes_written.get(),
             log_fsyncs: self.fsyncs.get(),
-            log_groups: self.groups.get(),
-            log_records: self.records.get(),
+            log_groups: groups,
+            log_records: records,
             log_checkpoints: self.checkpoints.get(),
             log_on_write: self.on_write.snapshot(),
             log_on_flush: self.on_flush.snapshot(),
-            log_on_buffer_space: self.on_buffer_space.snapshot(),
+            log_on_buffer_space: self.on_buffer_space.snapshot_of_visits(chunks),
             log_on_file_space: self.on_file_space.snapshot(),
-            log_on_recent_written: self.on_recent_written.snapshot(),
+            log_on_recent_written: self.on_recent_written.snapshot_of_visits(chunks),
             log_on_ready: self.on_ready.snapshot(),
             commit_wait_us: self.commit_wait_us.snapshot(),
             fsync_us: self.fsync_us.snapshot(),

@@ -50,51 +50,51 @@ fn append(links: &LinkBuf, reserved: &AtomicU64, len: u64) -> (u64, u64) {
 #[test]
 fn two_appenders_never_strand_a_link() {
     check(|| {
-        let links = Arc::new(LinkBuf::new(16, 0));
+        let links = Arc::new(LinkBuf::new(16, 0, 0));
         let reserved = Arc::new(AtomicU64::new(0));
         let other = {
             let (links, reserved) = (links.clone(), reserved.clone());
-            loom::thread::spawn(move || append(&links, &reserved, 3))
+            loom::thread::spawn(move || append(&links, &reserved, 24))
         };
-        let mine = append(&links, &reserved, 5);
+        let mine = append(&links, &reserved, 40);
         let theirs = other.join().expect("appender");
-        assert_eq!(links.tail(), 8, "links {mine:?} and {theirs:?} completed but the tail stopped short");
+        assert_eq!(links.tail(), 64, "links {mine:?} and {theirs:?} completed but the tail stopped short");
     });
 }
 
 #[test]
 fn three_appenders_never_strand_a_link() {
     check(|| {
-        let links = Arc::new(LinkBuf::new(16, 0));
+        let links = Arc::new(LinkBuf::new(16, 0, 0));
         let reserved = Arc::new(AtomicU64::new(0));
-        let others: Vec<_> = [2u64, 3]
+        let others: Vec<_> = [16u64, 24]
             .into_iter()
             .map(|len| {
                 let (links, reserved) = (links.clone(), reserved.clone());
                 loom::thread::spawn(move || append(&links, &reserved, len))
             })
             .collect();
-        append(&links, &reserved, 1);
+        append(&links, &reserved, 9);
         for other in others {
             other.join().expect("appender");
         }
-        assert_eq!(links.tail(), 6);
+        assert_eq!(links.tail(), 49);
     });
 }
 
 #[test]
 fn a_reader_never_sees_the_tail_past_a_hole() {
     check(|| {
-        let links = Arc::new(LinkBuf::new(16, 0));
+        let links = Arc::new(LinkBuf::new(16, 0, 0));
         let reserved = Arc::new(AtomicU64::new(0));
-        // Two links whose boundaries are known: [0, 4) then [4, 6).
-        let first = reserved.fetch_add(4, Ordering::SeqCst);
-        let second = reserved.fetch_add(2, Ordering::SeqCst);
-        assert_eq!((first, second), (0, 4));
+        // Two links whose boundaries are known: [0, 32) then [32, 48).
+        let first = reserved.fetch_add(32, Ordering::SeqCst);
+        let second = reserved.fetch_add(16, Ordering::SeqCst);
+        assert_eq!((first, second), (0, 32));
         let publisher = {
             let (links, reserved) = (links.clone(), reserved.clone());
             loom::thread::spawn(move || {
-                links.add(4, 6, || reserved.load(Ordering::SeqCst));
+                links.add(32, 48, || reserved.load(Ordering::SeqCst));
             })
         };
         let reader = {
@@ -102,12 +102,12 @@ fn a_reader_never_sees_the_tail_past_a_hole() {
             loom::thread::spawn(move || {
                 let tail = links.tail();
                 // Only the first link is still being copied: the tail may not pass 0.
-                assert_eq!(tail, 0, "the tail passed the unfinished link [0, 4)");
+                assert_eq!(tail, 0, "the tail passed the unfinished link [0, 32)");
             })
         };
         publisher.join().expect("publisher");
         reader.join().expect("reader");
-        links.add(0, 4, || reserved.load(Ordering::SeqCst));
-        assert_eq!(links.tail(), 6);
+        links.add(0, 32, || reserved.load(Ordering::SeqCst));
+        assert_eq!(links.tail(), 48);
     });
 }
