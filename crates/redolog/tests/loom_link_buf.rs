@@ -7,9 +7,9 @@
 //! a link left in its slot with nobody to consume it would be a lost wake-up for
 //! the writer. While they run, the tail must only ever stop at link boundaries.
 //!
-//! The default preemption bound (3) keeps `cargo test` fast. The exhaustive run,
-//! with no bound: `REDOLOG_LOOM_EXHAUSTIVE=1 cargo test --release -p redolog --test
-//! loom_link_buf` (figures in docs/DESIGN.md §1.4).
+//! The default preemption bound (3) keeps `cargo test` fast. Other bounds:
+//! `REDOLOG_LOOM_BOUND=5 cargo test --release -p redolog --test loom_link_buf`;
+//! `REDOLOG_LOOM_BOUND=none` for no bound (figures in docs/DESIGN.md §1.4).
 
 #![allow(dead_code)]
 
@@ -26,11 +26,15 @@ use link_buf::LinkBuf;
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 
-/// Runs `model` with a preemption bound of 3, or none when
-/// `REDOLOG_LOOM_EXHAUSTIVE` is set.
+/// Runs `model` with the preemption bound `REDOLOG_LOOM_BOUND` (default 3;
+/// `none`: unbounded).
 fn check(model: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = if std::env::var_os("REDOLOG_LOOM_EXHAUSTIVE").is_some() { None } else { Some(3) };
+    builder.preemption_bound = match std::env::var("REDOLOG_LOOM_BOUND").as_deref() {
+        Ok("none") => None,
+        Ok(bound) => Some(bound.parse().expect("REDOLOG_LOOM_BOUND is a number or `none`")),
+        Err(_) => Some(3),
+    };
     builder.check(model);
 }
 
