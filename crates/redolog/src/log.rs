@@ -85,14 +85,8 @@ impl Log {
         config.validate()?;
         let storage: Arc<dyn Storage> = Arc::new(storage);
         let opened = open_or_create(dir, &config, &storage)?;
+        let recovery = opened.recovery();
         let scan = opened.scan;
-        let recovery = Recovery::new(
-            opened.files.clone(),
-            opened.layout,
-            Lsn(opened.checkpoint.lsn),
-            (scan.start, scan.end),
-            scan.log_end,
-        );
         let start = StartState {
             end: scan.end,
             checkpoint_lsn: Lsn(opened.checkpoint.lsn),
@@ -100,8 +94,13 @@ impl Log {
             last_block: scan.last_block,
         };
         let files = Arc::unwrap_or_clone(opened.files);
-        let shared =
-            Arc::new(Shared::new(config, opened.layout, files, (opened.log_id, opened.unsynced_bytes_max), start));
+        let shared = Arc::new(Shared::new(
+            config,
+            opened.layout,
+            files,
+            (opened.header.log_id, opened.header.unsynced_bytes_max),
+            start,
+        ));
         let flusher_wake = Arc::new((Mutex::new(()), Condvar::new()));
         let flusher = spawn_flusher(shared.clone(), flusher_wake.clone())?;
         Ok((Log { shared, flusher: Mutex::new(Some(flusher)), flusher_wake }, recovery))

@@ -19,8 +19,7 @@ use redolog::{Durability, Error, Log, Lsn};
 const THREADS: usize = 16;
 const COMMITS_PER_THREAD: usize = 200;
 
-/// Runs the workload until the fault hits; returns every acknowledged end LSN
-/// and the log.
+/// Runs the workload until the fault hits; returns every acknowledged end LSN.
 fn commit_until_poisoned(log: &Arc<Log>) -> Vec<Lsn> {
     let acknowledged = Arc::new(Mutex::new(Vec::new()));
     let start = Arc::new(Barrier::new(THREADS));

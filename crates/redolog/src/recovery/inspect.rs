@@ -104,23 +104,17 @@ pub fn inspect_with_storage(dir: &Path, storage: impl Storage + 'static) -> Resu
         return Err(Error::NotALog { path: dir.to_path_buf(), reason: reason.into() });
     }
     let opened = open_existing(dir, &storage, ScanMode::ReadOnly)?;
+    let groups = opened.recovery();
     let scan = &opened.scan;
-    let groups = Recovery::new(
-        opened.files.clone(),
-        opened.layout,
-        Lsn(opened.checkpoint.lsn),
-        (scan.start, scan.end),
-        scan.log_end,
-    );
     debug_assert_eq!(opened.header.format_version, FORMAT_VERSION);
     Ok(Inspection {
-        log_id: opened.log_id,
+        log_id: opened.header.log_id,
         format_version: opened.header.format_version,
         files: opened.files.paths.clone(),
         file_bytes: opened.layout.file_bytes,
         ring_blocks: opened.layout.ring_blocks,
         first_lsn: Lsn(opened.header.first_lsn),
-        unsynced_bytes_max: opened.unsynced_bytes_max,
+        unsynced_bytes_max: opened.header.unsynced_bytes_max,
         checkpoint_slots: opened.slots.map(|slot| slot.map(CheckpointInfo::from)),
         checkpoint: opened.checkpoint.into(),
         start_lsn: scan.start,

@@ -28,13 +28,26 @@ const ZERO_CHUNK_BYTES: usize = 1 << 20;
 pub(crate) struct Opened {
     pub(crate) files: Arc<Files>,
     pub(crate) layout: Layout,
-    pub(crate) log_id: u128,
-    pub(crate) unsynced_bytes_max: u64,
     pub(crate) checkpoint: CheckpointSlot,
     pub(crate) scan: ScanResult,
-    /// The header of `redo.0000` and both checkpoint slots, for inspection.
+    /// The header of `redo.0000` (log id, unsynced bound, ...); both checkpoint
+    /// slots, for inspection.
     pub(crate) header: FileHeader,
     pub(crate) slots: [Option<CheckpointSlot>; 2],
+}
+
+impl Opened {
+    /// The iterator over the groups the scan found.
+    pub(crate) fn recovery(&self) -> crate::recovery::Recovery {
+        let scan = &self.scan;
+        crate::recovery::Recovery::new(
+            self.files.clone(),
+            self.layout,
+            Lsn(self.checkpoint.lsn),
+            (scan.start, scan.end),
+            scan.log_end,
+        )
+    }
 }
 
 /// What a directory holds, by file name.
@@ -160,16 +173,7 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
     let files = Arc::new(open_files(dir, storage)?);
     let end = Lsn(header.first_lsn);
     let scan = ScanResult { start: end, end, log_end: LogEnd::Created, last_block: empty_first_block() };
-    Ok(Opened {
-        files,
-        layout,
-        log_id: header.log_id,
-        unsynced_bytes_max: header.unsynced_bytes_max,
-        checkpoint,
-        scan,
-        header,
-        slots: [Some(checkpoint), None],
-    })
+    Ok(Opened { files, layout, checkpoint, scan, header, slots: [Some(checkpoint), None] })
 }
 
 /// The ring image of the first block of a new log: its first group starts at
@@ -262,16 +266,7 @@ pub(crate) fn open_existing(dir: &Path, storage: &Arc<dyn Storage>, mode: ScanMo
     }
     let (checkpoint, slots) = read_checkpoint(&files, &header)?;
     let scan = scan(&files, &layout, &checkpoint, header.unsynced_bytes_max / BLOCK_BYTES as u64, mode)?;
-    Ok(Opened {
-        files,
-        layout,
-        log_id: header.log_id,
-        unsynced_bytes_max: header.unsynced_bytes_max,
-        checkpoint,
-        scan,
-        header,
-        slots,
-    })
+    Ok(Opened { files, layout, checkpoint, scan, header, slots })
 }
 
 /// The valid checkpoint slot with the larger number (INV-15), and both slots.
