@@ -9,7 +9,6 @@ use crate::format::{
     encoded_group_bytes, write_group_header, BLOCK_DATA_BYTES, GROUP_HEADER_BYTES, RECORD_HEADER_BYTES,
 };
 use crate::lsn::{BlockNo, Lsn, Sn};
-use std::time::Duration;
 
 /// A group's encoded bytes, produced piece by piece without building a buffer.
 struct GroupBytes<'a> {
@@ -194,8 +193,9 @@ impl Shared {
             return Ok(());
         }
         let target = self.link.space_target(from.0);
-        let waited =
-            self.ready_events.wait(target, Duration::ZERO, || self.is_poisoned() || self.link.has_space(from.0));
+        let waited = self
+            .ready_events
+            .wait(target, crate::wait::Spin::NONE, || self.is_poisoned() || self.link.has_space(from.0));
         self.metrics.on_recent_written.record(true, waited);
         self.check_poison()
     }

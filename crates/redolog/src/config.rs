@@ -28,6 +28,31 @@ pub enum Durability {
     Synced,
 }
 
+/// Who writes and syncs the log (docs/DESIGN.md §1.5, §1.11, §1.12).
+///
+/// ```
+/// use redolog::{Config, Log, Pipeline};
+/// let dir = tempfile::tempdir().unwrap();
+/// let config = Config { pipeline: Pipeline::Dedicated, ..Config::default() };
+/// let (log, _) = Log::open(dir.path(), config).unwrap();
+/// assert_eq!(log.active_pipeline(), Pipeline::Dedicated);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pipeline {
+    /// Committing threads write and sync for each other (leader/follower group
+    /// commit, `innodb_log_writer_threads=OFF`, RocksDB's WriteThread). Best when
+    /// CPUs are few or commits are not concurrent.
+    GroupCommit,
+    /// A log writer thread writes whatever appenders completed, a log flusher
+    /// thread fdatasyncs whatever was written, and committing threads only wait
+    /// (MySQL 8.0's dedicated log threads). Best with many concurrent commits and
+    /// CPUs to spare for the two threads.
+    Dedicated,
+    /// Choose between the two at run time from the usable CPUs, the CPU load and
+    /// the measured number of concurrent committers, and switch as they change.
+    Auto,
+}
+
 /// Settings of a log. Every field has a default that suits most users.
 ///
 /// ```
@@ -52,6 +77,17 @@ pub struct Config {
     /// Longest time a `Durability::Buffered` group stays unsynced (default 1 s,
     /// like `innodb_flush_log_at_timeout`).
     pub flush_interval: Duration,
+    /// Who writes and syncs (default `Auto`).
+    pub pipeline: Pipeline,
+    /// CPUs to pin the dedicated log threads to (default: none, the scheduler
+    /// decides). Seed 002: on a busy machine, pinning the log threads away from
+    /// the committing threads keeps them from being starved. If the system
+    /// refuses, a warning is logged and the threads run unpinned.
+    pub log_thread_cpus: Vec<usize>,
+    /// Nice value for the dedicated log threads (default: none, inherit). Lower is
+    /// more favoured; below 0 usually needs `CAP_SYS_NICE`. If the system refuses,
+    /// a warning is logged and the threads keep the inherited priority.
+    pub log_thread_nice: Option<i32>,
 }
 
 impl Default for Config {
@@ -61,6 +97,9 @@ impl Default for Config {
             buffer_bytes: 16 << 20,
             group_bytes_max: 64 << 20,
             flush_interval: Duration::from_secs(1),
+            pipeline: Pipeline::Auto,
+            log_thread_cpus: Vec::new(),
+            log_thread_nice: None,
         }
     }
 }
@@ -101,6 +140,11 @@ impl Config {
         if self.flush_interval.is_zero() {
             return Err(Error::InvalidConfig("flush_interval must be positive".into()));
         }
+        if let Some(nice) = self.log_thread_nice {
+            if !(-20..=19).contains(&nice) {
+                return Err(Error::InvalidConfig(format!("log_thread_nice {nice} is outside -20..=19")));
+            }
+        }
         Ok(())
     }
 
@@ -140,5 +184,7 @@ mod tests {
         assert!(matches!(huge_group.validate(), Err(Error::InvalidConfig(_))));
         let no_interval = Config { flush_interval: Duration::ZERO, ..Config::default() };
         assert!(matches!(no_interval.validate(), Err(Error::InvalidConfig(_))));
+        let bad_nice = Config { log_thread_nice: Some(-21), ..Config::default() };
+        assert!(matches!(bad_nice.validate(), Err(Error::InvalidConfig(_))));
     }
 }

@@ -13,13 +13,14 @@ use parking_lot::{Mutex, MutexGuard};
 
 use crate::buffer::RingBuffer;
 use crate::config::Config;
+use crate::cpu::CpuMonitor;
 use crate::error::Error;
 use crate::layout::Layout;
 use crate::link_buf::LinkBuf;
 use crate::lsn::{BlockNo, Lsn, Sn};
 use crate::metrics::{LsnLevels, Metrics, MetricsRecorder};
-use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use crate::wait::{EventSlots, PassTime};
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use crate::wait::{EventSlots, PassTime, Spin};
 use crate::writer::{Files, IoFailure, Writer};
 
 /// Bit 63 of `sn`: the log is closed; appends fail with `Error::Closed`.
@@ -105,6 +106,18 @@ pub(crate) struct Shared {
     /// How long a write pass and a sync pass take: the waiters' spin budgets.
     pub(crate) write_pass: PassTime,
     pub(crate) sync_pass: PassTime,
+    /// The dedicated log flusher waiting for `written` to pass `synced`.
+    pub(crate) flusher_event: EventSlots,
+    /// Dedicated log threads waiting for their mode or their role (§1.11).
+    pub(crate) pipeline_events: EventSlots,
+    /// The pipeline the user asked for (`PIPELINE_*`).
+    pub(crate) requested_pipeline: AtomicU8,
+    /// The pipeline running now: `PIPELINE_GROUP` or `PIPELINE_DEDICATED`.
+    pub(crate) active_pipeline: CachePadded<AtomicU8>,
+    /// `Pipeline::Auto`'s state (commit/auto.rs).
+    pub(crate) auto: Mutex<crate::commit::AutoState>,
+    /// Usable CPUs and the process's CPU load: gates spinning (§1.10).
+    pub(crate) cpu: CpuMonitor,
     poison: OnceLock<Poison>,
     poisoned: AtomicBool,
     /// Set when the log shuts down: stops the flusher and a writer waiting for space.
@@ -160,6 +173,12 @@ impl Shared {
             space_events: EventSlots::new(1),
             write_pass: PassTime::default(),
             sync_pass: PassTime::default(),
+            flusher_event: EventSlots::new(1),
+            pipeline_events: EventSlots::new(1),
+            requested_pipeline: AtomicU8::new(crate::commit::pipeline_code(config.pipeline)),
+            active_pipeline: CachePadded::new(AtomicU8::new(crate::commit::initial_active(config.pipeline))),
+            auto: Mutex::new(crate::commit::AutoState::new()),
+            cpu: CpuMonitor::new(),
             poison: OnceLock::new(),
             poisoned: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
@@ -223,6 +242,23 @@ impl Shared {
         self.write_events.notify_all();
         self.sync_events.notify_all();
         self.space_events.notify_all();
+        self.flusher_event.notify_all();
+        self.pipeline_events.notify_all();
+    }
+
+    /// Whether the log is shutting down (the background threads stop).
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    /// How a thread waiting on a pass of `pass` may spin: not at all unless the
+    /// CPU monitor sees spare CPU (§1.10), then about two passes if a pass is
+    /// shorter than a park.
+    pub(crate) fn spin_for(&self, pass: &PassTime) -> Spin {
+        if !self.cpu.spin_allowed() {
+            return Spin::NONE;
+        }
+        Spin { budget: pass.spin_budget(), spinners_max: self.cpu.spinners_max() }
     }
 
     /// The first block the writer may not write yet (INV-7).
@@ -238,6 +274,12 @@ impl Shared {
             log_lsn_last_flush: self.synced().0,
             log_lsn_last_checkpoint: self.checkpoint_lsn.load(Ordering::SeqCst),
         };
-        self.metrics.snapshot(lsns)
+        let mut metrics = self.metrics.snapshot(lsns);
+        let cpu = self.cpu.sample();
+        metrics.cpu_usable = cpu.usable;
+        metrics.cpu_busy_pct = cpu.busy_pct;
+        metrics.pipeline = self.active();
+        metrics.pipeline_reason = self.auto.lock().reason;
+        metrics
     }
 }

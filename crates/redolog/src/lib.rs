@@ -35,6 +35,7 @@ mod checkpoint;
 mod commit;
 mod config;
 mod core;
+mod cpu;
 mod error;
 mod format;
 mod layout;
@@ -50,7 +51,7 @@ mod sync;
 mod wait;
 mod writer;
 
-pub use config::{Config, Durability};
+pub use config::{Config, Durability, Pipeline};
 pub use error::{Error, Result};
 pub use hdrhistogram::Histogram;
 pub use log::Log;

@@ -6,7 +6,8 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::config::{Config, Durability};
+use crate::commit::spawn_log_threads;
+use crate::config::{Config, Durability, Pipeline};
 use crate::core::{Shared, StartState, SN_CLOSED};
 use crate::error::Result;
 use crate::format::CHECKPOINT_CLEAN_SHUTDOWN;
@@ -47,9 +48,12 @@ use crate::writer::last_data_block;
 /// ```
 pub struct Log {
     shared: Arc<Shared>,
-    flusher: Mutex<Option<JoinHandle<()>>>,
-    /// Wakes the flusher early (shutdown). The flag it guards is `Shared::shutdown`.
-    flusher_wake: Arc<(Mutex<()>, Condvar)>,
+    /// The `Buffered` timer thread.
+    timer: Mutex<Option<JoinHandle<()>>>,
+    /// Wakes the timer early (shutdown). The flag it guards is `Shared::shutdown`.
+    timer_wake: Arc<(Mutex<()>, Condvar)>,
+    /// The dedicated log writer and flusher, once a pipeline needed them.
+    log_threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Log {
@@ -101,9 +105,11 @@ impl Log {
             (opened.header.log_id, opened.header.unsynced_bytes_max),
             start,
         ));
-        let flusher_wake = Arc::new((Mutex::new(()), Condvar::new()));
-        let flusher = spawn_flusher(shared.clone(), flusher_wake.clone())?;
-        Ok((Log { shared, flusher: Mutex::new(Some(flusher)), flusher_wake }, recovery))
+        let timer_wake = Arc::new((Mutex::new(()), Condvar::new()));
+        let timer = spawn_timer(shared.clone(), timer_wake.clone())?;
+        let log = Log { shared, timer: Mutex::new(Some(timer)), timer_wake, log_threads: Mutex::new(Vec::new()) };
+        log.set_pipeline(log.shared.config.pipeline)?;
+        Ok((log, recovery))
     }
 
     /// Appends one record as a group of its own; returns the group's end LSN.
@@ -189,6 +195,39 @@ impl Log {
         self.shared.checkpoint(lsn)
     }
 
+    /// Changes the pipeline while the log runs (MySQL's dynamic
+    /// `innodb_log_writer_threads`). Starts the log writer and flusher threads
+    /// the first time a pipeline needs them. Switching never loses a wake-up or
+    /// an acknowledgement: committers in flight complete under either pipeline
+    /// (docs/DESIGN.md INV-12).
+    ///
+    /// ```
+    /// # use redolog::{Config, Durability, Log, Pipeline};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let config = Config { pipeline: Pipeline::GroupCommit, ..Config::default() };
+    /// let (log, _) = Log::open(dir.path(), config).unwrap();
+    /// log.set_pipeline(Pipeline::Dedicated).unwrap();
+    /// log.commit(b"written by the log threads", Durability::Synced).unwrap();
+    /// log.set_pipeline(Pipeline::GroupCommit).unwrap();
+    /// assert_eq!(log.active_pipeline(), Pipeline::GroupCommit);
+    /// ```
+    pub fn set_pipeline(&self, pipeline: Pipeline) -> Result<()> {
+        if pipeline != Pipeline::GroupCommit {
+            let mut threads = self.log_threads.lock();
+            if threads.is_empty() {
+                *threads = spawn_log_threads(&self.shared)?;
+            }
+        }
+        self.shared.request_pipeline(pipeline);
+        Ok(())
+    }
+
+    /// The pipeline running now: `GroupCommit` or `Dedicated` (with `Auto`,
+    /// whichever it chose).
+    pub fn active_pipeline(&self) -> Pipeline {
+        self.shared.active()
+    }
+
     /// A snapshot of the counters and latency histograms.
     pub fn metrics(&self) -> Metrics {
         self.shared.metrics()
@@ -230,22 +269,24 @@ impl Log {
                 self.shared.write_checkpoint(&mut state, lsn, CHECKPOINT_CLEAN_SHUTDOWN)
             })
         };
-        self.stop_flusher();
+        self.stop_threads();
         result
     }
 
-    fn stop_flusher(&self) {
+    fn stop_threads(&self) {
         {
-            let _guard = self.flusher_wake.0.lock();
-            self.shared.shutdown.store(true, Ordering::SeqCst);
-            self.flusher_wake.1.notify_all();
+            let _guard = self.timer_wake.0.lock();
+            // Also wakes a writer parked for file space: it gives up.
+            self.shared.stop_log_threads();
+            self.timer_wake.1.notify_all();
         }
-        // A writer parked for file space gives up on shutdown.
-        self.shared.space_events.notify_all();
-        if let Some(flusher) = self.flusher.lock().take() {
-            // The flusher only returns; a panic in it has already poisoned nothing
-            // we could report here.
-            let _ = flusher.join();
+        // The threads only return; a panic in one has already poisoned nothing
+        // we could report here.
+        if let Some(timer) = self.timer.lock().take() {
+            let _ = timer.join();
+        }
+        for thread in self.log_threads.lock().drain(..) {
+            let _ = thread.join();
         }
     }
 }
@@ -258,17 +299,17 @@ impl Drop for Log {
         if last_data_block(end) < self.shared.file_limit() {
             let _ = self.close();
         } else {
-            self.stop_flusher();
+            self.stop_threads();
         }
     }
 }
 
 /// Starts the thread that writes and syncs `Buffered` groups at least every
 /// `flush_interval` (docs/DESIGN.md §1.7). A timer is its whole purpose.
-fn spawn_flusher(shared: Arc<Shared>, wake: Arc<(Mutex<()>, Condvar)>) -> Result<JoinHandle<()>> {
+fn spawn_timer(shared: Arc<Shared>, wake: Arc<(Mutex<()>, Condvar)>) -> Result<JoinHandle<()>> {
     let interval = shared.config.flush_interval;
     std::thread::Builder::new()
-        .name("redolog-flusher".into())
+        .name("redolog-timer".into())
         .spawn(move || loop {
             {
                 let mut guard = wake.0.lock();
@@ -285,5 +326,5 @@ fn spawn_flusher(shared: Arc<Shared>, wake: Arc<(Mutex<()>, Condvar)>) -> Result
                 return;
             }
         })
-        .map_err(|source| crate::error::Error::io("spawn flusher thread", "", source))
+        .map_err(|source| crate::error::Error::io("spawn timer thread", "", source))
 }

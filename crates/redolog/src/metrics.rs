@@ -54,6 +54,7 @@ pub(crate) struct WaitCounters {
     waits: Counter,
     wait_loops: Counter,
     spin_rounds: Counter,
+    spin_ns: Counter,
     timeouts: Counter,
     timeouts_with_work: Counter,
 }
@@ -69,6 +70,7 @@ impl WaitCounters {
         }
         self.wait_loops.add(waited.parks);
         self.spin_rounds.add(waited.spins);
+        self.spin_ns.add(waited.spin_ns);
         self.timeouts.add(waited.timeouts);
         self.timeouts_with_work.add(waited.timeouts_with_work);
     }
@@ -89,6 +91,7 @@ impl WaitCounters {
             waits: self.waits.get(),
             wait_loops: self.wait_loops.get(),
             spin_rounds: self.spin_rounds.get(),
+            spin_us: self.spin_ns.get() / 1000,
             timeouts: self.timeouts.get(),
             timeouts_with_work: self.timeouts_with_work.get(),
         }
@@ -98,6 +101,7 @@ impl WaitCounters {
 impl std::ops::AddAssign for Waited {
     fn add_assign(&mut self, other: Waited) {
         self.spins += other.spins;
+        self.spin_ns += other.spin_ns;
         self.parks += other.parks;
         self.timeouts += other.timeouts;
         self.timeouts_with_work += other.timeouts_with_work;
@@ -146,7 +150,13 @@ pub(crate) struct MetricsRecorder {
     pub(crate) on_file_space: WaitCounters,
     pub(crate) on_recent_written: WaitCounters,
     pub(crate) on_ready: WaitCounters,
+    pub(crate) log_writer: WaitCounters,
+    pub(crate) log_flusher: WaitCounters,
     pub(crate) write_requests: Counter,
+    /// Total time `wait` spent waiting, in ns: by Little's law, divided by the
+    /// elapsed time it is the mean number of waiting committers (commit/auto.rs).
+    pub(crate) commit_wait_ns: Counter,
+    pub(crate) pipeline_switches: Counter,
     pub(crate) writes: Counter,
     pub(crate) bytes_written: Counter,
     pub(crate) fsyncs: Counter,
@@ -171,7 +181,11 @@ impl MetricsRecorder {
             on_file_space: WaitCounters::default(),
             on_recent_written: WaitCounters::default(),
             on_ready: WaitCounters::default(),
+            log_writer: WaitCounters::default(),
+            log_flusher: WaitCounters::default(),
             write_requests: Counter::default(),
+            commit_wait_ns: Counter::default(),
+            pipeline_switches: Counter::default(),
             writes: Counter::default(),
             bytes_written: Counter::default(),
             fsyncs: Counter::default(),
@@ -206,6 +220,13 @@ impl MetricsRecorder {
             log_on_file_space: self.on_file_space.snapshot(),
             log_on_recent_written: self.on_recent_written.snapshot_of_visits(chunks),
             log_on_ready: self.on_ready.snapshot(),
+            log_writer: self.log_writer.snapshot(),
+            log_flusher: self.log_flusher.snapshot(),
+            log_pipeline_switches: self.pipeline_switches.get(),
+            pipeline: crate::Pipeline::GroupCommit,
+            pipeline_reason: "",
+            cpu_usable: 0.0,
+            cpu_busy_pct: 0,
             commit_wait_us: self.commit_wait_us.snapshot(),
             fsync_us: self.fsync_us.snapshot(),
         }
@@ -230,6 +251,8 @@ pub struct WaitStats {
     pub wait_loops: u64,
     /// Predicate checks made while spinning before parking.
     pub spin_rounds: u64,
+    /// Time spent spinning before parking, in µs.
+    pub spin_us: u64,
     /// Parks that ended by the safety-net timeout.
     pub timeouts: u64,
     /// Timeouts that found the condition already true: lost wake-ups. Always 0
@@ -309,6 +332,22 @@ pub struct Metrics {
     pub log_on_recent_written: WaitStats,
     /// The writer waiting for appenders to finish copying (`log_on_ready_*`).
     pub log_on_ready: WaitStats,
+    /// The dedicated log writer thread waiting for work (`log_writer_*`); a visit
+    /// is one write pass or one wait.
+    pub log_writer: WaitStats,
+    /// The dedicated log flusher thread waiting for work (`log_flusher_*`).
+    pub log_flusher: WaitStats,
+    /// Times the active pipeline changed (`Auto`, or `Log::set_pipeline`).
+    pub log_pipeline_switches: u64,
+    /// The pipeline running when the snapshot was taken.
+    pub pipeline: crate::Pipeline,
+    /// Why `Pipeline::Auto` chose it: the condition of the deciding row of its
+    /// rule table (docs/DESIGN.md §1.12).
+    pub pipeline_reason: &'static str,
+    /// CPUs the process can use: affinity mask ∧ cgroup quota (`cpu_n`).
+    pub cpu_usable: f64,
+    /// The process's CPU use over the last 100 ms, in percent of `cpu_usable`.
+    pub cpu_busy_pct: u64,
     /// Time `wait`/`commit` spent waiting for Written or Synced, in µs.
     pub commit_wait_us: Histogram<u64>,
     /// Duration of each fdatasync of a log file, in µs.
@@ -342,39 +381,42 @@ impl Metrics {
             ("log_groups".to_string(), self.log_groups),
             ("log_records".to_string(), self.log_records),
             ("log_checkpoints".to_string(), self.log_checkpoints),
+            ("log_pipeline_switches".to_string(), self.log_pipeline_switches),
         ];
-        let sites = [
-            ("log_on_write_", &self.log_on_write),
-            ("log_on_flush_", &self.log_on_flush),
-            ("log_on_buffer_space_", &self.log_on_buffer_space),
-            ("log_on_file_space_", &self.log_on_file_space),
-            ("log_on_recent_written_", &self.log_on_recent_written),
-            ("log_on_ready_", &self.log_on_ready),
-        ];
-        for (prefix, stats) in sites {
+        for (prefix, stats) in self.sites() {
             counters.push((format!("{prefix}no_waits"), stats.no_waits));
             counters.push((format!("{prefix}waits"), stats.waits));
             counters.push((format!("{prefix}wait_loops"), stats.wait_loops));
             counters.push((format!("{prefix}spin_rounds"), stats.spin_rounds));
+            counters.push((format!("{prefix}spin_us"), stats.spin_us));
             counters.push((format!("{prefix}timeouts"), stats.timeouts));
             counters.push((format!("{prefix}timeouts_with_work"), stats.timeouts_with_work));
         }
         counters
     }
 
+    /// Every wait site with its INNODB_METRICS prefix.
+    fn sites(&self) -> [(&'static str, &WaitStats); 8] {
+        [
+            ("log_on_write_", &self.log_on_write),
+            ("log_on_flush_", &self.log_on_flush),
+            ("log_on_buffer_space_", &self.log_on_buffer_space),
+            ("log_on_file_space_", &self.log_on_file_space),
+            ("log_on_recent_written_", &self.log_on_recent_written),
+            ("log_on_ready_", &self.log_on_ready),
+            ("log_writer_", &self.log_writer),
+            ("log_flusher_", &self.log_flusher),
+        ]
+    }
+
+    /// Time spent spinning, summed over the wait sites, in µs.
+    pub fn spin_us(&self) -> u64 {
+        self.sites().iter().map(|(_, stats)| stats.spin_us).sum()
+    }
+
     /// Total lost wake-ups over all wait sites (always 0 unless there is a bug).
     pub fn timeouts_with_work(&self) -> u64 {
-        [
-            &self.log_on_write,
-            &self.log_on_flush,
-            &self.log_on_buffer_space,
-            &self.log_on_file_space,
-            &self.log_on_recent_written,
-            &self.log_on_ready,
-        ]
-        .iter()
-        .map(|stats| stats.timeouts_with_work)
-        .sum()
+        self.sites().iter().map(|(_, stats)| stats.timeouts_with_work).sum()
     }
 }
 

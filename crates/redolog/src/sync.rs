@@ -5,5 +5,5 @@
 //! a `sync` module of their own), so the same code is model-checked.
 
 pub(crate) mod atomic {
-    pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+    pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 }

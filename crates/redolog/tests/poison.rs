@@ -5,7 +5,8 @@
 //! Method: 16 threads commit through `FaultyStorage`, which fails the k-th
 //! fdatasync (or write) once; every Ok is recorded and checked against the frozen
 //! durable LSN; then more calls must fail without touching the storage, and the
-//! surviving bytes must recover (MemStorage keeps every write).
+//! surviving bytes must recover (MemStorage keeps every write). Under both
+//! pipelines: with dedicated log threads the failing call is the log thread's.
 
 mod common;
 
@@ -14,7 +15,7 @@ use std::sync::{Arc, Barrier};
 
 use parking_lot::Mutex;
 use redolog::storage::{FaultKind, FaultyStorage, MemStorage};
-use redolog::{Durability, Error, Log, Lsn};
+use redolog::{Config, Durability, Error, Log, Lsn, Pipeline};
 
 const THREADS: usize = 16;
 const COMMITS_PER_THREAD: usize = 200;
@@ -46,10 +47,10 @@ fn commit_until_poisoned(log: &Arc<Log>) -> Vec<Lsn> {
     acknowledged
 }
 
-fn check_poisoning(kind: FaultKind, nth: u64) {
+fn check_poisoning(kind: FaultKind, nth: u64, pipeline: Pipeline) {
     let memory = MemStorage::new();
     let dir = Path::new("/log");
-    let config = common::config(2048, 64 << 10);
+    let config = Config { pipeline, ..common::config(2048, 64 << 10) };
     // Create the log without faults; reopening a cleanly closed log does no I/O
     // of either kind, so the k-th operation is the workload's k-th.
     let (log, _) = Log::open_with_storage(dir, config.clone(), memory.clone()).expect("create");
@@ -88,14 +89,16 @@ fn check_poisoning(kind: FaultKind, nth: u64) {
 #[test]
 fn a_failed_fdatasync_poisons_and_is_never_retried() {
     for nth in [1, 2, 5, 20, 60] {
-        check_poisoning(FaultKind::Sync, nth);
+        check_poisoning(FaultKind::Sync, nth, Pipeline::GroupCommit);
+        check_poisoning(FaultKind::Sync, nth, Pipeline::Dedicated);
     }
 }
 
 #[test]
 fn a_failed_write_poisons() {
     for nth in [1, 2, 10, 40, 150] {
-        check_poisoning(FaultKind::Write, nth);
+        check_poisoning(FaultKind::Write, nth, Pipeline::GroupCommit);
+        check_poisoning(FaultKind::Write, nth, Pipeline::Dedicated);
     }
 }
 

@@ -6,6 +6,7 @@
 //! of the per-round ratios.
 
 mod machine;
+mod quota;
 mod report;
 mod runner;
 mod systems;
@@ -68,9 +69,15 @@ pub struct BenchOptions {
     /// Rounds of interleaved points (the table reports medians).
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
-    /// Systems to compare.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "redolog,mutex,raw")]
+    /// Systems to compare: redolog (alias auto: Pipeline::Auto, the default),
+    /// group and dedicated (redolog with that fixed pipeline), and the baselines
+    /// mutex and raw. `--pipeline group,dedicated,auto,mutex` compares pipelines.
+    #[arg(long, alias = "pipeline", value_enum, value_delimiter = ',', default_value = "redolog,mutex,raw")]
     pub systems: Vec<SystemKind>,
+    /// Run under a CFS quota of this many CPUs (seed 001), in a cgroup created
+    /// for the run; falls back to an affinity mask where cgroups cannot be made.
+    #[arg(long)]
+    pub cpu_quota: Option<f64>,
     /// Directory for the logs (default: a fresh temporary directory under the
     /// current one, removed afterwards). `/dev/shm` measures the CPU path.
     #[arg(long)]
@@ -91,6 +98,8 @@ pub struct BenchOptions {
 
 /// Runs the benchmark and prints the table.
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
+    // Before any thread starts: every thread inherits the limit.
+    let quota = options.cpu_quota.map(quota::CpuQuota::apply).transpose()?;
     let parent = options.dir.clone().unwrap_or_else(|| PathBuf::from("."));
     std::fs::create_dir_all(&parent)?;
     let workdir = tempfile::Builder::new().prefix("redolog-bench-").tempdir_in(&parent)?;
@@ -105,6 +114,9 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
         machine.cpu
     );
     println!("fdatasync p50 {:.1} µs (200 × 512-byte write + fdatasync)", machine.fdatasync_p50_us);
+    if let Some(quota) = &quota {
+        println!("cpu limit: {}", quota.description);
+    }
     let mut systems = Vec::new();
     for kind in &options.systems {
         systems.push((*kind, kind.open(workdir.path())?));
@@ -127,9 +139,12 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
                 };
                 let label = format!("round {} {}", round + 1, kind.name());
                 let before = system.metrics();
-                let result = run_point(system, workload, &label)?;
-                if let (true, Some(before), Some(after)) = (options.metrics, before, system.metrics()) {
-                    print_metrics_delta(&label, threads, &before, &after);
+                let mut result = run_point(system, workload, &label)?;
+                if let (Some(before), Some(after)) = (before, system.metrics()) {
+                    result.spin = Duration::from_micros(after.spin_us() - before.spin_us());
+                    if options.metrics {
+                        print_metrics_delta(&label, threads, &before, &after);
+                    }
                 }
                 measurements.push(Measurement { system: *kind, threads, round, result });
             }
@@ -147,7 +162,10 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
 
 /// Prints the counters that moved during a point.
 fn print_metrics_delta(label: &str, threads: usize, before: &redolog::Metrics, after: &redolog::Metrics) {
-    println!("-- {label} {threads} threads: counters during the point");
+    println!(
+        "-- {label} {threads} threads: pipeline {:?} ({}), {} usable CPUs, {} % busy; counters during the point",
+        after.pipeline, after.pipeline_reason, after.cpu_usable, after.cpu_busy_pct
+    );
     for ((name, old), (_, new)) in before.counters().iter().zip(after.counters()) {
         if new != *old && !name.starts_with("log_lsn") {
             println!("   {name:<36} {}", new - old);

@@ -28,6 +28,8 @@ struct Row {
     p99_us: u64,
     records_per_fsync: f64,
     cpu_us_per_commit: f64,
+    /// redolog's waiters' spinning, in percent of the process's CPU time.
+    spin_pct_of_cpu: f64,
     /// Median over rounds of (this system / the baseline) measured in the same
     /// round: redolog/mutex, or redolog/raw at one thread.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -48,12 +50,53 @@ struct Json<'a> {
     machine: &'a Machine,
     no_wait: bool,
     results: &'a [Row],
+    auto_vs_best: &'a [AutoVsBest],
 }
 
 pub struct Report {
     machine: Machine,
     no_wait: bool,
     rows: Vec<Row>,
+    auto_vs_best: Vec<AutoVsBest>,
+}
+
+/// `Pipeline::Auto` against the better fixed pipeline at one thread count.
+#[derive(Clone, Debug, Serialize)]
+struct AutoVsBest {
+    threads: usize,
+    /// Median over rounds of auto / max(group, dedicated), same round.
+    ratio: f64,
+    /// The fixed pipeline that was better in most rounds.
+    best: &'static str,
+}
+
+/// For every thread count where redolog (Auto), group and dedicated all ran.
+fn auto_vs_best(measurements: &[Measurement]) -> Vec<AutoVsBest> {
+    let mut threads: Vec<usize> = measurements.iter().map(|m| m.threads).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    let rate = |system, threads, round| {
+        measurements
+            .iter()
+            .find(|m| m.system == system && m.threads == threads && m.round == round)
+            .map(|m| m.result.commits_per_sec())
+    };
+    threads
+        .into_iter()
+        .filter_map(|threads| {
+            let mut ratios = Vec::new();
+            let mut group_wins = 0;
+            for m in measurements.iter().filter(|m| m.system == SystemKind::Redolog && m.threads == threads) {
+                let group = rate(SystemKind::Group, threads, m.round)?;
+                let dedicated = rate(SystemKind::Dedicated, threads, m.round)?;
+                group_wins += usize::from(group >= dedicated);
+                ratios.push(m.result.commits_per_sec() / group.max(dedicated));
+            }
+            let rounds = ratios.len();
+            let best = if 2 * group_wins >= rounds { "group" } else { "dedicated" };
+            (rounds > 0).then(|| AutoVsBest { threads, ratio: median(ratios), best })
+        })
+        .collect()
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -101,7 +144,8 @@ impl Report {
                 let quantile =
                     |q: f64| median(points.iter().map(|p| p.latency_us.value_at_quantile(q) as f64).collect());
                 let baseline = if threads == 1 { SystemKind::Raw } else { SystemKind::Mutex };
-                let ratio = (system == SystemKind::Redolog)
+                let ratio = system
+                    .is_redolog()
                     .then(|| paired_ratio(&measurements, system, baseline, threads))
                     .flatten()
                     .map(|value| Ratio { baseline: baseline.name(), value });
@@ -116,6 +160,7 @@ impl Report {
                     p99_us: quantile(0.99) as u64,
                     records_per_fsync: median(points.iter().map(|p| p.records_per_fsync()).collect()),
                     cpu_us_per_commit: median(points.iter().map(|p| p.cpu_us_per_commit()).collect()),
+                    spin_pct_of_cpu: median(points.iter().map(|p| p.spin_pct_of_cpu()).collect()),
                     ratio,
                     rounds: points.len(),
                     spread: (
@@ -125,13 +170,14 @@ impl Report {
                 }
             })
             .collect();
-        Report { machine, no_wait: options.no_wait, rows }
+        let auto_vs_best = auto_vs_best(&measurements);
+        Report { machine, no_wait: options.no_wait, rows, auto_vs_best }
     }
 
     pub fn print_table(&self) {
         println!();
         println!(
-            "{:<8} {:>7} {:>12} {:>9} {:>9} {:>9} {:>10} {:>9} {:>16} {:>22}",
+            "{:<9} {:>7} {:>12} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7} {:>16} {:>22}",
             "system",
             "threads",
             "commits/s",
@@ -140,13 +186,14 @@ impl Report {
             "p99 µs",
             "rec/fsync",
             "cpu µs/c",
+            "spin %",
             "ratio",
             "spread (min..max/s)"
         );
         for row in &self.rows {
             let ratio = row.ratio.as_ref().map_or(String::new(), |r| format!("{:.2}× {}", r.value, r.baseline));
             println!(
-                "{:<8} {:>7} {:>12.0} {:>9} {:>9} {:>9} {:>10.1} {:>9.1} {:>16} {:>22}",
+                "{:<9} {:>7} {:>12.0} {:>9} {:>9} {:>9} {:>10.1} {:>9.1} {:>7.2} {:>16} {:>22}",
                 row.system,
                 row.threads,
                 row.commits_per_sec,
@@ -155,6 +202,7 @@ impl Report {
                 row.p99_us,
                 row.records_per_fsync,
                 row.cpu_us_per_commit,
+                row.spin_pct_of_cpu,
                 ratio,
                 format!("{:.0}..{:.0}", row.spread.0, row.spread.1)
             );
@@ -170,10 +218,21 @@ impl Report {
         if !self.no_wait {
             println!("device bound (threads / fdatasync p50): {}", bound_threads.join(", "));
         }
+        for point in &self.auto_vs_best {
+            println!(
+                "auto vs best fixed pipeline at {:>3} threads: {:.2}× {} (median of same-round ratios)",
+                point.threads, point.ratio, point.best
+            );
+        }
     }
 
     pub fn to_json(&self) -> Result<String, BoxError> {
-        let json = Json { machine: &self.machine, no_wait: self.no_wait, results: &self.rows };
+        let json = Json {
+            machine: &self.machine,
+            no_wait: self.no_wait,
+            results: &self.rows,
+            auto_vs_best: &self.auto_vs_best,
+        };
         Ok(serde_json::to_string_pretty(&json)?)
     }
 }

@@ -33,6 +33,8 @@ pub struct PointResult {
     pub latency_us: Histogram<u64>,
     pub fsyncs: u64,
     pub cpu: Duration,
+    /// Time redolog's waiters spent spinning (0 for the baselines).
+    pub spin: Duration,
 }
 
 impl PointResult {
@@ -45,6 +47,11 @@ impl PointResult {
             return 0.0;
         }
         self.commits as f64 / self.fsyncs as f64
+    }
+
+    /// Spinning as a share of the process's CPU time, in percent.
+    pub fn spin_pct_of_cpu(&self) -> f64 {
+        100.0 * self.spin.as_secs_f64() / self.cpu.as_secs_f64().max(1e-9)
     }
 
     pub fn cpu_us_per_commit(&self) -> f64 {
@@ -160,5 +167,6 @@ pub fn run_point(system: &Arc<dyn System>, workload: Workload, label: &str) -> R
         latency_us: total,
         fsyncs: system.fsyncs() - fsyncs_before,
         cpu: process_cpu_time() - cpu_before,
+        spin: Duration::ZERO,
     })
 }

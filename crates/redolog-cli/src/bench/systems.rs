@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use parking_lot::Mutex as FastMutex;
-use redolog::{Config, Durability, Log, Lsn};
+use redolog::{Config, Durability, Log, Lsn, Pipeline};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -45,15 +45,28 @@ pub trait System: Send + Sync {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SystemKind {
+    /// redolog as a user gets it: `Pipeline::Auto`.
+    #[value(alias = "auto")]
     Redolog,
+    /// redolog with `Pipeline::GroupCommit`.
+    Group,
+    /// redolog with `Pipeline::Dedicated`.
+    Dedicated,
     Mutex,
     Raw,
 }
 
 impl SystemKind {
+    /// Whether this is redolog (under some pipeline) rather than a baseline.
+    pub fn is_redolog(self) -> bool {
+        matches!(self, SystemKind::Redolog | SystemKind::Group | SystemKind::Dedicated)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             SystemKind::Redolog => "redolog",
+            SystemKind::Group => "group",
+            SystemKind::Dedicated => "dedicated",
             SystemKind::Mutex => "mutex",
             SystemKind::Raw => "raw",
         }
@@ -63,7 +76,9 @@ impl SystemKind {
         let dir = dir.join(self.name());
         std::fs::create_dir_all(&dir)?;
         Ok(match self {
-            SystemKind::Redolog => Arc::new(RedologSystem::open(&dir)?),
+            SystemKind::Redolog => Arc::new(RedologSystem::open(&dir, Pipeline::Auto)?),
+            SystemKind::Group => Arc::new(RedologSystem::open(&dir, Pipeline::GroupCommit)?),
+            SystemKind::Dedicated => Arc::new(RedologSystem::open(&dir, Pipeline::Dedicated)?),
             SystemKind::Mutex => Arc::new(MutexLog::open(&dir)?),
             SystemKind::Raw => Arc::new(RawLog::open(&dir)?),
         })
@@ -75,8 +90,8 @@ struct RedologSystem {
 }
 
 impl RedologSystem {
-    fn open(dir: &Path) -> Result<Self, BoxError> {
-        let (log, _) = Log::open(dir, Config::default())?;
+    fn open(dir: &Path, pipeline: Pipeline) -> Result<Self, BoxError> {
+        let (log, _) = Log::open(dir, Config { pipeline, ..Config::default() })?;
         Ok(RedologSystem { log })
     }
 }

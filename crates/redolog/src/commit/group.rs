@@ -19,7 +19,7 @@
 //! fdatasync is in flight. A leader releases its role in `Drop`, so a panicking
 //! leader still hands off.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::MutexGuard;
 
@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::lsn::{BlockNo, Lsn};
 use crate::metrics::WaitCounters;
 use crate::sync::atomic::Ordering;
-use crate::wait::Waited;
+use crate::wait::{Spin, Waited};
 use crate::writer::Writer;
 
 /// Passes a leader makes while other threads' demand stays uncovered, before it
@@ -47,9 +47,9 @@ enum SyncPass {
 }
 
 /// Holds the write role; releases it and kicks a successor when dropped.
-struct WriteLeader<'a> {
-    shared: &'a Shared,
-    writer: Option<MutexGuard<'a, Writer>>,
+pub(super) struct WriteLeader<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) writer: Option<MutexGuard<'a, Writer>>,
 }
 
 impl Drop for WriteLeader<'_> {
@@ -62,9 +62,9 @@ impl Drop for WriteLeader<'_> {
 }
 
 /// Holds the sync role; releases it and kicks a successor when dropped.
-struct SyncLeader<'a> {
-    shared: &'a Shared,
-    role: Option<MutexGuard<'a, ()>>,
+pub(super) struct SyncLeader<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) role: Option<MutexGuard<'a, ()>>,
 }
 
 impl Drop for SyncLeader<'_> {
@@ -89,7 +89,7 @@ impl Shared {
             if self.written() >= target {
                 break Ok(());
             }
-            if let Some(writer) = self.write_role.try_take() {
+            if let Some(writer) = self.users_lead().then(|| self.write_role.try_take()).flatten() {
                 if let Err(error) = self.lead_writes(WriteLeader { shared: self, writer: Some(writer) }, target) {
                     break Err(error);
                 }
@@ -98,8 +98,8 @@ impl Shared {
             had_to_wait = true;
             // SeqCst: the releaser reads demand after clearing the role (INV-11).
             self.write_demand.fetch_max(target.0, Ordering::SeqCst);
-            waited += self.write_events.wait(target.0, self.write_pass.spin_budget(), || {
-                self.is_poisoned() || self.written() >= target || !self.write_role.is_held()
+            waited += self.write_events.wait(target.0, self.spin_for(&self.write_pass), || {
+                self.is_poisoned() || self.written() >= target || (!self.write_role.is_held() && self.users_lead())
             });
         };
         site.record(had_to_wait, waited);
@@ -117,7 +117,7 @@ impl Shared {
             if self.synced() >= target {
                 break Ok(());
             }
-            if let Some(role) = self.sync_role.try_take() {
+            if let Some(role) = self.users_lead().then(|| self.sync_role.try_take()).flatten() {
                 match self.lead_syncs(SyncLeader { shared: self, role: Some(role) }, target) {
                     Ok(SyncPass::Done) => continue,
                     // Our bytes are not written and we could not write them while
@@ -133,8 +133,8 @@ impl Shared {
             had_to_wait = true;
             // SeqCst: the releaser reads demand after clearing the role (INV-11).
             self.sync_demand.fetch_max(target.0, Ordering::SeqCst);
-            waited += self.sync_events.wait(target.0, self.sync_pass.spin_budget(), || {
-                self.is_poisoned() || self.synced() >= target || !self.sync_role.is_held()
+            waited += self.sync_events.wait(target.0, self.spin_for(&self.sync_pass), || {
+                self.is_poisoned() || self.synced() >= target || (!self.sync_role.is_held() && self.users_lead())
             });
         };
         self.metrics.on_flush.record(had_to_wait, waited);
@@ -155,9 +155,8 @@ impl Shared {
             let ready = self.ready();
             if ready <= written {
                 // Appenders before `target` (or the demand) are still copying.
-                let waited = self
-                    .ready_events
-                    .wait(written.0 + 1, Duration::ZERO, || self.is_poisoned() || self.ready() > written);
+                let waited =
+                    self.ready_events.wait(written.0 + 1, Spin::NONE, || self.is_poisoned() || self.ready() > written);
                 self.metrics.on_ready.record(true, waited);
                 continue;
             }
@@ -174,7 +173,7 @@ impl Shared {
 
     /// How far the writer may write now: up to `ready`, bounded by the checkpoint
     /// (INV-7) and the unsynced bound (INV-8).
-    fn writable_end(&self, written: Lsn, ready: Lsn) -> Lsn {
+    pub(super) fn writable_end(&self, written: Lsn, ready: Lsn) -> Lsn {
         let file_end = self.file_limit().data_start();
         let unsynced_end = BlockNo(self.synced().block().0 + self.unsynced_blocks + 1).data_start();
         ready.min(file_end).min(unsynced_end).max(written)
@@ -182,10 +181,10 @@ impl Shared {
 
     /// The writer cannot write at all: wait for a checkpoint (INV-7) or sync what
     /// is written (INV-8). Called holding the write role and never the sync role.
-    fn wait_for_writable(&self, written: Lsn) -> Result<()> {
+    pub(super) fn wait_for_writable(&self, written: Lsn) -> Result<()> {
         let limit = self.file_limit();
         if limit.data_start() <= written {
-            let waited = self.space_events.wait(limit.0, Duration::ZERO, || {
+            let waited = self.space_events.wait(limit.0, Spin::NONE, || {
                 self.is_poisoned() || self.shutdown.load(Ordering::SeqCst) || self.file_limit() > limit
             });
             self.metrics.on_file_space.record(true, waited);
@@ -203,7 +202,7 @@ impl Shared {
     /// Writes `[written, upto)`, publishes `written`, wakes the covered waiters.
     /// Returns when the write started and finished (the clock reads serve the pass
     /// timings of both roles).
-    fn write_range(&self, writer: &mut Writer, written: Lsn, upto: Lsn) -> Result<(Instant, Instant)> {
+    pub(super) fn write_range(&self, writer: &mut Writer, written: Lsn, upto: Lsn) -> Result<(Instant, Instant)> {
         let started = Instant::now();
         let synced = self.synced();
         let done = writer
@@ -214,9 +213,12 @@ impl Shared {
         // INV-4. SeqCst: waiters check `written` in predicates after counting
         // themselves in (INV-10); it also hands ring space back to appenders.
         self.written.store(upto.0, Ordering::SeqCst);
+        // The dedicated flusher, if it waits for this (one load otherwise).
+        self.flusher_event.notify_all();
         let finished = Instant::now();
         self.write_pass.record(finished - started);
         self.write_events.notify_range_delegated(written.0, upto.0);
+        self.tick(finished);
         Ok((started, finished))
     }
 
@@ -261,20 +263,32 @@ impl Shared {
                 let now = Instant::now();
                 (now, now)
             });
-            let fsyncs = self
-                .files
-                .sync_range(&self.layout, (synced, written), sync_started, |elapsed| {
-                    self.metrics.fsync_us.record_us(elapsed.as_micros() as u64);
-                })
-                .map_err(|failure| self.poison(failure))?;
-            self.metrics.fsyncs.add(fsyncs.calls);
-            // INV-5: only after every fdatasync covering [synced, written) returned Ok.
-            self.synced.store(written.0, Ordering::SeqCst);
-            // The pass: from before its write (if any) to the end of its syncs.
-            self.sync_pass.record(fsyncs.finished - pass_started);
-            self.sync_events.notify_range_delegated(synced.0, written.0);
+            self.sync_written((synced, written), pass_started, sync_started)?;
             rounds += 1;
         }
+    }
+
+    /// fdatasyncs `[synced, written)`, publishes `synced`, wakes the covered
+    /// waiters. The pass began at `pass_started` (before its write, if any); the
+    /// sync at `sync_started`. The caller holds the sync role.
+    pub(super) fn sync_written(
+        &self,
+        (synced, written): (Lsn, Lsn),
+        pass_started: Instant,
+        sync_started: Instant,
+    ) -> Result<()> {
+        let fsyncs = self
+            .files
+            .sync_range(&self.layout, (synced, written), sync_started, |elapsed| {
+                self.metrics.fsync_us.record_us(elapsed.as_micros() as u64);
+            })
+            .map_err(|failure| self.poison(failure))?;
+        self.metrics.fsyncs.add(fsyncs.calls);
+        // INV-5: only after every fdatasync covering [synced, written) returned Ok.
+        self.synced.store(written.0, Ordering::SeqCst);
+        self.sync_pass.record(fsyncs.finished - pass_started);
+        self.sync_events.notify_range_delegated(synced.0, written.0);
+        Ok(())
     }
 
     /// INV-11: after the write role was released, wake the thread with the
@@ -285,6 +299,10 @@ impl Shared {
         if demand > written && !self.write_role.is_held() {
             self.write_events.kick(demand, written);
         }
+        // INV-12: a log writer waiting to take the role over.
+        if self.dedicated_active() {
+            self.pipeline_events.notify_all();
+        }
     }
 
     /// INV-11 for the sync role: the successor writes and syncs for everybody.
@@ -293,6 +311,9 @@ impl Shared {
         let demand = self.sync_demand.load(Ordering::SeqCst);
         if demand > synced && !self.sync_role.is_held() {
             self.sync_events.kick(demand, synced);
+        }
+        if self.dedicated_active() {
+            self.pipeline_events.notify_all();
         }
     }
 
@@ -320,7 +341,9 @@ impl Shared {
             crate::Durability::Written => self.wait_written_for(lsn, &self.metrics.on_write),
             _ => self.wait_synced(lsn),
         };
-        self.metrics.commit_wait_us.record_us(started.elapsed().as_micros() as u64);
+        let waited = started.elapsed();
+        self.metrics.commit_wait_us.record_us(waited.as_micros() as u64);
+        self.metrics.commit_wait_ns.add(waited.as_nanos() as u64);
         result
     }
 }

@@ -27,12 +27,21 @@ const PARK_COST_NS: u64 = 5_000;
 const SPIN_NS_MAX: u64 = 2 * PARK_COST_NS;
 
 /// Threads spinning right now, in this process: they may use at most the CPUs the
-/// process can run on minus one, which is left to the thread they wait for.
+/// process can use minus one, which is left to the thread they wait for.
 static SPINNERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-fn spinners_max() -> usize {
-    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *MAX.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from).saturating_sub(1))
+/// How a waiter may spin before it parks (docs/DESIGN.md §1.10).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Spin {
+    /// Longest spin; zero: park at once.
+    pub(crate) budget: Duration,
+    /// Spinners allowed in the process at once (the usable CPUs but one).
+    pub(crate) spinners_max: usize,
+}
+
+impl Spin {
+    /// Park at once.
+    pub(crate) const NONE: Spin = Spin { budget: Duration::ZERO, spinners_max: 0 };
 }
 
 /// The expected duration of a role's pass (write, or write + fdatasync), as an
@@ -51,8 +60,8 @@ impl PassTime {
         self.ema_ns.store(new, Ordering::Relaxed);
     }
 
-    /// How long a waiter should spin before parking: about two passes, if a pass
-    /// is cheaper than parking; otherwise not at all.
+    /// How long a waiter should spin before parking, CPU permitting: about two
+    /// passes, if a pass is cheaper than parking; otherwise not at all.
     pub(crate) fn spin_budget(&self) -> Duration {
         let expected = self.ema_ns.load(Ordering::Relaxed);
         if expected == 0 || expected > PARK_COST_NS {
@@ -71,6 +80,8 @@ const PARK_TIMEOUT: Duration = Duration::from_secs(1);
 pub(crate) struct Waited {
     /// Predicate checks while spinning.
     pub(crate) spins: u64,
+    /// Time spent spinning, in nanoseconds.
+    pub(crate) spin_ns: u64,
     /// Times the thread parked.
     pub(crate) parks: u64,
     /// Parks that ended by timeout.
@@ -84,22 +95,31 @@ pub(crate) struct Waited {
 /// whether `ready()` became true. A zero budget (the wait is expected to be longer
 /// than a park) skips spinning: on 2 cores with 64 waiters even a 0.1 µs spin per
 /// wait was 4% of CPU and almost never succeeded (perf, 64 threads on disk).
-fn spin(budget: Duration, ready: &impl Fn() -> bool, waited: &mut Waited) -> bool {
-    if budget.is_zero() {
+fn spin(policy: Spin, ready: &impl Fn() -> bool, waited: &mut Waited) -> bool {
+    if policy.budget.is_zero() || policy.spinners_max == 0 {
         return ready();
     }
-    let admitted = SPINNERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < spinners_max();
+    let admitted = SPINNERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < policy.spinners_max;
     let mut outcome = ready();
     if admitted && !outcome {
-        let deadline = Instant::now() + budget;
+        let started = Instant::now();
+        let deadline = started + policy.budget;
+        let mut now = started;
         while !outcome {
             waited.spins += 1;
             spin_loop();
             outcome = ready();
-            if waited.spins % 16 == 0 && Instant::now() >= deadline {
-                break;
+            if waited.spins % 16 == 0 {
+                now = Instant::now();
+                if now >= deadline {
+                    break;
+                }
             }
         }
+        if outcome {
+            now = Instant::now();
+        }
+        waited.spin_ns += (now - started).as_nanos() as u64;
     }
     SPINNERS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     outcome
@@ -136,9 +156,9 @@ impl EventSlots {
     /// Returns once `ready()` is true: spins briefly, then parks on the slot of
     /// `lsn`. `ready` must be cheap, must not panic and must read the values
     /// notifiers publish with SeqCst.
-    pub(crate) fn wait(&self, lsn: u64, spin_budget: Duration, ready: impl Fn() -> bool) -> Waited {
+    pub(crate) fn wait(&self, lsn: u64, spin_policy: Spin, ready: impl Fn() -> bool) -> Waited {
         let mut waited = Waited::default();
-        if spin(spin_budget, &ready, &mut waited) {
+        if spin(spin_policy, &ready, &mut waited) {
             return waited;
         }
         let index = self.slot_index(lsn);
@@ -309,7 +329,7 @@ mod tests {
             .map(|lsn| {
                 let (events, value) = (events.clone(), value.clone());
                 std::thread::spawn(move || {
-                    let waited = events.wait(lsn, Duration::ZERO, || value.load(Ordering::SeqCst) >= lsn);
+                    let waited = events.wait(lsn, Spin::NONE, || value.load(Ordering::SeqCst) >= lsn);
                     (lsn, value.load(Ordering::SeqCst), waited)
                 })
             })
@@ -336,7 +356,7 @@ mod tests {
             .map(|_| {
                 let (events, go, woken) = (events.clone(), go.clone(), woken.clone());
                 std::thread::spawn(move || {
-                    events.wait(700, Duration::ZERO, || go.load(Ordering::SeqCst) > 0);
+                    events.wait(700, Spin::NONE, || go.load(Ordering::SeqCst) > 0);
                     woken.fetch_add(1, Ordering::SeqCst);
                 })
             })

@@ -2,4 +2,4 @@
 
 mod event;
 
-pub(crate) use event::{EventSlots, PassTime, Waited};
+pub(crate) use event::{EventSlots, PassTime, Spin, Waited};

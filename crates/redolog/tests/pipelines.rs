@@ -1,0 +1,165 @@
+//! Goal: both pipelines keep every promise, and switching between them under load
+//! loses neither a wake-up nor an acknowledgement (INV-12); the dedicated log
+//! threads notice work through events, never a timer; `Auto` follows its rule
+//! table.
+//! Method: 64 threads commit while another thread flips the pipeline every few
+//! hundred microseconds; every acknowledged group must be recovered byte-exact and
+//! no wait may end by its safety-net timeout with its condition already true.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redolog::{Config, Durability, Log, Lsn, Pipeline};
+
+fn record(thread: usize, index: usize) -> Vec<u8> {
+    let mut bytes = format!("thread {thread} commit {index} ").into_bytes();
+    bytes.resize(24 + (thread * 5 + index * 11) % 100, b'a' + (index % 26) as u8);
+    bytes
+}
+
+#[test]
+fn flipping_the_pipeline_under_64_committers_loses_nothing() {
+    const THREADS: usize = 64;
+    const RUN_FOR: Duration = Duration::from_millis(1500);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 64 MiB: room for everything without a checkpoint, so all of it recovers.
+    let config = Config { pipeline: Pipeline::GroupCommit, ..common::config(32 << 10, 64 << 10) };
+    let (log, _) = Log::open(dir.path(), config.clone()).expect("open");
+    let log = Arc::new(log);
+    let done = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (log, done) = (log.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut flips = 0u64;
+            let order = [Pipeline::Dedicated, Pipeline::GroupCommit, Pipeline::Auto, Pipeline::Dedicated];
+            while !done.load(Ordering::SeqCst) {
+                log.set_pipeline(order[flips as usize % order.len()]).expect("set_pipeline");
+                flips += 1;
+                std::thread::sleep(Duration::from_micros(300));
+            }
+            flips
+        })
+    };
+    let started = Instant::now();
+    let committers: Vec<_> = (0..THREADS)
+        .map(|thread| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut acknowledged = Vec::new();
+                for index in 0.. {
+                    if started.elapsed() > RUN_FOR {
+                        break;
+                    }
+                    let durability = if index % 5 == 4 { Durability::Written } else { Durability::Synced };
+                    let bytes = record(thread, index);
+                    let end = log.commit(&bytes, durability).expect("commit");
+                    if durability == Durability::Synced {
+                        assert!(log.durable_lsn() >= end, "acknowledged {end} before it was synced");
+                    }
+                    acknowledged.push((end, bytes));
+                }
+                acknowledged
+            })
+        })
+        .collect();
+    let mut acknowledged: Vec<(Lsn, Vec<u8>)> =
+        committers.into_iter().flat_map(|thread| thread.join().expect("committer")).collect();
+    done.store(true, Ordering::SeqCst);
+    let flips = flipper.join().expect("flipper");
+    let metrics = log.metrics();
+    assert_eq!(metrics.timeouts_with_work(), 0, "lost wake-up:\n{metrics}");
+    assert!(flips >= 20, "only {flips} flips: the test did not exercise switching");
+    assert!(acknowledged.len() > 10 * THREADS, "only {} commits", acknowledged.len());
+    assert!(metrics.log_pipeline_switches >= 10, "{metrics}");
+    log.close().expect("close");
+    drop(log);
+
+    acknowledged.sort();
+    let (_log, groups, _) = common::reopen(dir.path(), &config);
+    assert_eq!(groups.len(), acknowledged.len(), "recovered group count");
+    for (group, (end, bytes)) in groups.iter().zip(&acknowledged) {
+        assert_eq!(group.end_lsn(), *end);
+        assert_eq!(group.records().next(), Some(bytes.as_slice()), "group ending at {end}");
+    }
+}
+
+#[test]
+fn dedicated_threads_sync_buffered_commits_without_a_timer() {
+    // The timer would take an hour: only the log threads' events can sync this.
+    let interval = Duration::from_secs(3600);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = Config { pipeline: Pipeline::Dedicated, flush_interval: interval, ..common::config(256, 64 << 10) };
+    let (log, _) = Log::open(dir.path(), config).expect("open");
+    for round in 0..50 {
+        let end = log.commit(format!("buffered {round}").as_bytes(), Durability::Buffered).expect("commit");
+        let started = Instant::now();
+        while log.durable_lsn() < end {
+            assert!(started.elapsed() < Duration::from_secs(10), "round {round}: nothing synced {end}");
+            std::thread::yield_now();
+        }
+        if round % 10 == 0 {
+            // Let both threads go idle (park) before the next commit.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let metrics = log.metrics();
+    assert_eq!(metrics.log_writer.timeouts_with_work + metrics.log_flusher.timeouts_with_work, 0, "{metrics}");
+    assert!(metrics.log_writer.waits > 0 && metrics.log_flusher.waits > 0, "the log threads never waited");
+
+    // The contrast: group commit leaves Buffered groups to the timer.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = Config { pipeline: Pipeline::GroupCommit, flush_interval: interval, ..common::config(256, 64 << 10) };
+    let (log, _) = Log::open(dir.path(), config).expect("open");
+    let end = log.commit(b"buffered", Durability::Buffered).expect("commit");
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(log.durable_lsn() < end, "group commit synced without anyone waiting");
+}
+
+#[test]
+fn each_pipeline_reports_itself_and_auto_follows_its_rule_table() {
+    for (pipeline, expected) in [
+        (Pipeline::GroupCommit, Pipeline::GroupCommit),
+        (Pipeline::Dedicated, Pipeline::Dedicated),
+        (Pipeline::Auto, Pipeline::GroupCommit),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (log, _) = Log::open(dir.path(), Config { pipeline, ..common::config(256, 64 << 10) }).expect("open");
+        assert_eq!(log.active_pipeline(), expected, "{pipeline:?} at open");
+        log.commit(b"x", Durability::Synced).expect("commit");
+    }
+    // Auto under load, on whatever this machine is: with 4 or fewer usable CPUs
+    // the table's first row must keep group commit.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, _) = Log::open(dir.path(), common::config(4096, 1 << 20)).expect("open");
+    let log = Arc::new(log);
+    let started = Instant::now();
+    let threads: Vec<_> = (0..16)
+        .map(|thread| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut index = 0;
+                while started.elapsed() < Duration::from_millis(600) {
+                    log.commit(&record(thread, index), Durability::Written).expect("commit");
+                    if index % 64 == 0 {
+                        // Pages "flushed": keeps the small log from filling.
+                        log.checkpoint(log.durable_lsn()).expect("checkpoint");
+                    }
+                    index += 1;
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("committer");
+    }
+    let metrics = log.metrics();
+    assert_ne!(metrics.pipeline_reason, "not evaluated yet", "Auto never evaluated in 600 ms\n{metrics}");
+    if metrics.cpu_usable < 5.0 {
+        assert_eq!(metrics.pipeline, Pipeline::GroupCommit);
+        assert_eq!(metrics.pipeline_reason, "4 or fewer usable CPUs");
+        assert_eq!(metrics.log_pipeline_switches, 0);
+    }
+}
