@@ -114,8 +114,10 @@ pub(crate) struct Shared {
     pub(crate) requested_pipeline: AtomicU8,
     /// The pipeline running now: `PIPELINE_GROUP` or `PIPELINE_DEDICATED`.
     pub(crate) active_pipeline: CachePadded<AtomicU8>,
-    /// `Pipeline::Auto`'s state (commit/auto.rs).
+    /// `Pipeline::Auto`'s state (commit/auto.rs), and when it is next due (ns
+    /// since the CPU monitor's epoch).
     pub(crate) auto: Mutex<crate::commit::AutoState>,
+    pub(crate) auto_due_ns: AtomicU64,
     /// Usable CPUs and the process's CPU load: gates spinning (§1.10).
     pub(crate) cpu: CpuMonitor,
     poison: OnceLock<Poison>,
@@ -178,6 +180,7 @@ impl Shared {
             requested_pipeline: AtomicU8::new(crate::commit::pipeline_code(config.pipeline)),
             active_pipeline: CachePadded::new(AtomicU8::new(crate::commit::initial_active(config.pipeline))),
             auto: Mutex::new(crate::commit::AutoState::new()),
+            auto_due_ns: AtomicU64::new(0),
             cpu: CpuMonitor::new(),
             poison: OnceLock::new(),
             poisoned: AtomicBool::new(false),

@@ -20,10 +20,6 @@ use crate::sync::atomic::{AtomicU64, Ordering};
 const SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
 /// How often the affinity mask and the cgroup quotas are re-read.
 const LIMITS_INTERVAL: Duration = Duration::from_secs(1);
-/// Spinning stops when the process uses this share of its usable CPUs or more
-/// (`innodb_log_spin_cpu_pct_hwm`, 50 %): the CPU a spinner burns is then likely
-/// taken from the thread it waits for.
-pub(crate) const SPIN_BUSY_PCT_MAX: u64 = 50;
 
 /// The CPU quota of the process's cgroups: the smallest `quota / period` on the
 /// path from its cgroup up to the root of each mounted hierarchy with the `cpu`
@@ -182,18 +178,25 @@ impl CpuMonitor {
         }
     }
 
+    /// Whether periodic work keyed by `due_ns` (ns since the monitor's epoch) is
+    /// due at `now`; if so, claims it for `every` — one caller wins. Cheap when
+    /// not due: one relaxed load.
+    pub(crate) fn due(&self, due_ns: &AtomicU64, now: Instant, every: Duration) -> bool {
+        let now_ns = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+        // Relaxed: a schedule, not a publication; the work itself synchronises.
+        let due = due_ns.load(Ordering::Relaxed);
+        now_ns >= due
+            && due_ns
+                .compare_exchange(due, now_ns + every.as_nanos() as u64, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
     /// Takes a sample if one is due. Cheap otherwise: one relaxed load.
     pub(crate) fn maybe_sample(&self, now: Instant) {
-        let now_ns = now.saturating_duration_since(self.epoch).as_nanos() as u64;
-        // Relaxed: the values are estimates; no data is published through them.
-        if now_ns < self.next_sample_ns.load(Ordering::Relaxed) {
+        if !self.due(&self.next_sample_ns, now, SAMPLE_INTERVAL) {
             return;
         }
         let Some(mut state) = self.state.try_lock() else { return };
-        if now_ns < self.next_sample_ns.load(Ordering::Relaxed) {
-            return;
-        }
-        self.next_sample_ns.store(now_ns + SAMPLE_INTERVAL.as_nanos() as u64, Ordering::Relaxed);
         if now.saturating_duration_since(state.limits_at) >= LIMITS_INTERVAL {
             state.limits_at = now;
             self.usable_milli.store((usable_cpus(&self.root) * 1000.0) as u64, Ordering::Relaxed);
@@ -219,11 +222,11 @@ impl CpuMonitor {
     }
 
     /// Whether a waiter may spin at all (docs/DESIGN.md §1.10): there must be a
-    /// CPU besides the one the spinner is on for the thread it waits for, and the
-    /// process must leave half of its usable CPUs idle.
+    /// whole CPU besides the one the spinner is on for the thread it waits for.
+    /// The CPU load does not gate it: a spin only ever replaces a park that would
+    /// cost more CPU than the spin (measured in §1.10).
     pub(crate) fn spin_allowed(&self) -> bool {
-        let sample = self.sample();
-        sample.usable >= 2.0 && sample.busy_pct < SPIN_BUSY_PCT_MAX
+        self.sample().usable >= 2.0
     }
 
     /// How many threads may spin at once: the whole usable CPUs but one.

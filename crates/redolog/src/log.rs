@@ -199,7 +199,7 @@ impl Log {
     /// `innodb_log_writer_threads`). Starts the log writer and flusher threads
     /// the first time a pipeline needs them. Switching never loses a wake-up or
     /// an acknowledgement: committers in flight complete under either pipeline
-    /// (docs/DESIGN.md INV-12).
+    /// (docs/DESIGN.md INV-17).
     ///
     /// ```
     /// # use redolog::{Config, Durability, Log, Pipeline};

@@ -89,7 +89,9 @@ impl Shared {
         self.is_shutdown() || self.is_poisoned()
     }
 
-    /// Waits in group-commit mode, or for a role a committer still holds.
+    /// Waits until the dedicated pipeline is active and `role_held()` is false:
+    /// in group-commit mode (`role_held` = `|| false`), or for a role a
+    /// committer still holds.
     fn wait_for_mode_or_role(&self, role_held: impl Fn() -> bool, site: &WaitCounters) {
         let waited = self
             .pipeline_events
@@ -104,7 +106,7 @@ impl Shared {
         while !self.log_threads_stop() {
             if !self.dedicated_active() {
                 leader = None; // releases the role and kicks a successor (INV-11)
-                self.wait_for_mode_or_role(|| true, &self.metrics.log_writer);
+                self.wait_for_mode_or_role(|| false, &self.metrics.log_writer);
                 continue;
             }
             let Some(writer) = leader.as_mut().and_then(|leader| leader.writer.as_mut()) else {
@@ -144,7 +146,7 @@ impl Shared {
         while !self.log_threads_stop() {
             if !self.dedicated_active() {
                 leader = None;
-                self.wait_for_mode_or_role(|| true, &self.metrics.log_flusher);
+                self.wait_for_mode_or_role(|| false, &self.metrics.log_flusher);
                 continue;
             }
             if leader.is_none() {

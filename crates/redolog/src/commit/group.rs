@@ -27,7 +27,7 @@ use crate::core::Shared;
 use crate::error::{Error, Result};
 use crate::lsn::{BlockNo, Lsn};
 use crate::metrics::WaitCounters;
-use crate::sync::atomic::Ordering;
+use crate::sync::atomic::{fence, Ordering};
 use crate::wait::{Spin, Waited};
 use crate::writer::Writer;
 
@@ -294,12 +294,13 @@ impl Shared {
     /// INV-11: after the write role was released, wake the thread with the
     /// largest uncovered write demand if nobody holds the role.
     fn kick_write_successor(&self) {
+        fence(Ordering::SeqCst); // R1: the role's release before the demand
         let written = self.written().0;
         let demand = self.write_demand.load(Ordering::SeqCst);
         if demand > written && !self.write_role.is_held() {
             self.write_events.kick(demand, written);
         }
-        // INV-12: a log writer waiting to take the role over.
+        // INV-17: a log writer waiting to take the role over.
         if self.dedicated_active() {
             self.pipeline_events.notify_all();
         }
@@ -307,6 +308,7 @@ impl Shared {
 
     /// INV-11 for the sync role: the successor writes and syncs for everybody.
     fn kick_sync_successor(&self) {
+        fence(Ordering::SeqCst); // R1
         let synced = self.synced().0;
         let demand = self.sync_demand.load(Ordering::SeqCst);
         if demand > synced && !self.sync_role.is_held() {

@@ -52,11 +52,11 @@ impl Shared {
 
     /// The dedicated threads hold the roles (or are taking them over).
     pub(crate) fn dedicated_active(&self) -> bool {
-        // SeqCst: read in wait predicates against role releases (INV-12).
+        // SeqCst: read in wait predicates against role releases (INV-17).
         self.active_pipeline.load(Ordering::SeqCst) == PIPELINE_DEDICATED
     }
 
-    /// Committing threads may take the write and sync roles (INV-12).
+    /// Committing threads may take the write and sync roles (INV-17).
     pub(crate) fn users_lead(&self) -> bool {
         !self.dedicated_active()
     }
@@ -72,7 +72,7 @@ impl Shared {
         }
     }
 
-    /// Switches the running pipeline (INV-12). The log threads notice through
+    /// Switches the running pipeline (INV-17). The log threads notice through
     /// `pipeline_events` (a thread idle in group-commit mode) or their work
     /// events; committing threads through their predicates when a role is
     /// released.

@@ -13,7 +13,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot_core::{FilterOp, ParkResult, ParkToken, UnparkToken, DEFAULT_UNPARK_TOKEN};
 
 use crate::format::BLOCK_BYTES;
-use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 // Park tokens carry an LSN.
 const _: () = assert!(usize::BITS == 64, "redolog needs a 64-bit target");
@@ -58,6 +58,11 @@ impl PassTime {
         let old = self.ema_ns.load(Ordering::Relaxed);
         let new = if old == 0 { sample } else { old - old / 8 + sample / 8 };
         self.ema_ns.store(new, Ordering::Relaxed);
+    }
+
+    /// The expected duration of a pass, in ns (0 before the first pass).
+    pub(crate) fn expected_ns(&self) -> u64 {
+        self.ema_ns.load(Ordering::Relaxed)
     }
 
     /// How long a waiter should spin before parking, CPU permitting: about two
@@ -167,6 +172,9 @@ impl EventSlots {
         // reading these counts. SeqCst on both sides: store-buffering.
         self.waiters.fetch_add(1, Ordering::SeqCst);
         self.slots[index].fetch_add(1, Ordering::SeqCst);
+        // E1: the SeqCst operations already exclude store buffering; the fence
+        // makes the order explicit, as in the loom model (tests/loom_pipeline.rs).
+        fence(Ordering::SeqCst);
         while !ready() {
             waited.parks += 1;
             let deadline = Instant::now() + PARK_TIMEOUT;
@@ -209,6 +217,7 @@ impl EventSlots {
     /// Wakes the waiters whose LSN is in `(old, new]`, after the caller published
     /// `new` with SeqCst. Visits only the slots of those blocks.
     pub(crate) fn notify_range(&self, old: u64, new: u64) {
+        fence(Ordering::SeqCst); // E2: the caller's value before the counts
         if new <= old || self.waiters.load(Ordering::SeqCst) == 0 {
             return;
         }
@@ -239,6 +248,7 @@ impl EventSlots {
     /// wake the others: the notifier (a leader with its next pass to start) pays
     /// for one wake-up, and the rest happen on whatever core the helper runs on.
     pub(crate) fn notify_range_delegated(&self, old: u64, new: u64) {
+        fence(Ordering::SeqCst); // E2
         if new <= old || self.waiters.load(Ordering::SeqCst) == 0 {
             return;
         }
@@ -277,6 +287,7 @@ impl EventSlots {
     /// Wakes one waiter of the slot of `lsn` whose LSN is above `done`: the
     /// successor for a role (INV-11).
     pub(crate) fn kick(&self, lsn: u64, done: u64) {
+        fence(Ordering::SeqCst); // E2
         let index = self.slot_index(lsn);
         if self.slots[index].load(Ordering::SeqCst) == 0 {
             return;
@@ -301,6 +312,10 @@ impl EventSlots {
 
     /// Wakes every waiter (poisoning, closing).
     pub(crate) fn notify_all(&self) {
+        fence(Ordering::SeqCst); // E2
+        if self.waiters.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         for index in 0..self.slots.len() {
             if self.slots[index].load(Ordering::SeqCst) > 0 {
                 // SAFETY: our slot's key.
