@@ -150,9 +150,24 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
             }
         }
     }
+    let wakeups: Vec<String> = systems
+        .iter()
+        .filter_map(|(kind, system)| {
+            let metrics = system.metrics()?;
+            Some(format!(
+                "{}: {} lost wake-ups (timeouts with work), {} pipeline switches",
+                kind.name(),
+                metrics.timeouts_with_work(),
+                metrics.log_pipeline_switches
+            ))
+        })
+        .collect();
     drop(systems);
     let report = Report::new(machine, options, measurements);
     report.print_table();
+    for line in wakeups {
+        println!("{line}");
+    }
     if let Some(path) = &options.json {
         std::fs::write(path, report.to_json()?)?;
         println!("wrote {}", path.display());

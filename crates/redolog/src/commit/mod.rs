@@ -65,6 +65,10 @@ impl Shared {
     /// The caller has started the log threads if `pipeline` needs them.
     pub(crate) fn request_pipeline(&self, pipeline: Pipeline) {
         self.requested_pipeline.store(pipeline_code(pipeline), Ordering::SeqCst);
+        self.auto.lock().reason = match pipeline {
+            Pipeline::Auto => "not evaluated yet",
+            Pipeline::GroupCommit | Pipeline::Dedicated => "fixed by the configuration",
+        };
         match pipeline {
             Pipeline::GroupCommit => self.set_active(Pipeline::GroupCommit),
             Pipeline::Dedicated => self.set_active(Pipeline::Dedicated),
