@@ -146,7 +146,6 @@ impl Shared {
     ) -> Self {
         let mut ring = RingBuffer::new(config.ring_bytes());
         ring.load_block(start.end.block(), &start.last_block);
-        // MySQL sizes recent_written at 1/16 of the log buffer (1 MiB for 16 MiB).
         // Reach 1/16 of the ring, as MySQL sizes recent_written (1 MiB by default).
         let link_capacity = (config.ring_bytes() >> (4 + crate::link_buf::GRANULE_SHIFT)).max(256);
         let end = start.end.0;
@@ -202,7 +201,6 @@ impl Shared {
         Lsn(self.link.tail())
     }
 
-    /// The end of everything reserved so far.
     /// Next data byte to reserve; bit 63 is `SN_CLOSED` (INV-1). It lives on
     /// the link buffer's tail line: every append touches both.
     pub(crate) fn sn(&self) -> &AtomicU64 {

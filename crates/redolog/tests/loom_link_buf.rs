@@ -19,6 +19,8 @@ mod sync {
     }
 }
 
+mod common;
+
 #[path = "../src/link_buf.rs"]
 mod link_buf;
 
@@ -26,16 +28,9 @@ use link_buf::LinkBuf;
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 
-/// Runs `model` with the preemption bound `REDOLOG_LOOM_BOUND` (default 3;
-/// `none`: unbounded).
+/// Runs `model` at the default preemption bound 3 (`REDOLOG_LOOM_BOUND` overrides).
 fn check(model: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = match std::env::var("REDOLOG_LOOM_BOUND").as_deref() {
-        Ok("none") => None,
-        Ok(bound) => Some(bound.parse().expect("REDOLOG_LOOM_BOUND is a number or `none`")),
-        Err(_) => Some(3),
-    };
-    builder.check(model);
+    common::loom_check(3, model);
 }
 
 /// One appender: reserve `len` positions and publish the link.

@@ -21,17 +21,14 @@
 //! `REDOLOG_LOOM_BOUND=2 cargo test --release -p redolog --test loom_pipeline` (106 s);
 //! `REDOLOG_LOOM_BOUND=none` for no bound (figures in docs/DESIGN.md §1.11).
 
+mod common;
+
 use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::SeqCst};
 use loom::sync::{Arc, Condvar, Mutex};
 
+/// Runs `model` at the default preemption bound 1 (`REDOLOG_LOOM_BOUND` overrides).
 fn check(model: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = match std::env::var("REDOLOG_LOOM_BOUND").as_deref() {
-        Ok("none") => None,
-        Ok(bound) => Some(bound.parse().expect("REDOLOG_LOOM_BOUND is a number or `none`")),
-        Err(_) => Some(1),
-    };
-    builder.check(model);
+    common::loom_check(1, model);
 }
 
 /// `EventSlots` with one slot: count in, validate under the lock, park.

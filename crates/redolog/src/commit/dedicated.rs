@@ -51,7 +51,7 @@ pub(crate) fn spawn_log_threads(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<(
 
 /// Pins the calling thread and sets its nice value as configured (seed 002).
 /// Refusals are logged and ignored: the thread runs as the scheduler decides.
-pub(crate) fn place_this_thread(name: &str, cpus: &[usize], nice: Option<i32>) {
+fn place_this_thread(name: &str, cpus: &[usize], nice: Option<i32>) {
     if let Err(error) = pin_this_thread(cpus) {
         log::warn!("{name}: cannot pin to CPUs {cpus:?}: {error}; running unpinned");
     }
@@ -63,7 +63,7 @@ pub(crate) fn place_this_thread(name: &str, cpus: &[usize], nice: Option<i32>) {
 }
 
 /// Pins the calling thread to `cpus` (nothing to do if empty).
-pub(crate) fn pin_this_thread(cpus: &[usize]) -> std::io::Result<()> {
+fn pin_this_thread(cpus: &[usize]) -> std::io::Result<()> {
     if cpus.is_empty() {
         return Ok(());
     }
@@ -79,7 +79,7 @@ pub(crate) fn pin_this_thread(cpus: &[usize]) -> std::io::Result<()> {
 }
 
 /// Sets the calling thread's nice value (on Linux, per thread).
-pub(crate) fn renice_this_thread(nice: i32) -> std::io::Result<()> {
+fn renice_this_thread(nice: i32) -> std::io::Result<()> {
     rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice)?;
     Ok(())
 }

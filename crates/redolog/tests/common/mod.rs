@@ -62,3 +62,15 @@ pub fn peek(path: &Path, offset: u64, len: usize) -> Vec<u8> {
     file.read_exact_at(&mut bytes, offset).expect("peek");
     bytes
 }
+
+/// Runs a loom model with the preemption bound `REDOLOG_LOOM_BOUND` (a number,
+/// or `none` for no bound), else `default_bound`: small enough for `cargo test`.
+pub fn loom_check(default_bound: usize, model: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = match std::env::var("REDOLOG_LOOM_BOUND").as_deref() {
+        Ok("none") => None,
+        Ok(bound) => Some(bound.parse().expect("REDOLOG_LOOM_BOUND is a number or `none`")),
+        Err(_) => Some(default_bound),
+    };
+    builder.check(model);
+}
