@@ -52,6 +52,8 @@ pub enum SystemKind {
     Group,
     /// redolog with `Pipeline::Dedicated`.
     Dedicated,
+    /// EXPERIMENT: Dedicated with notifier threads.
+    Notifiers,
     Mutex,
     Raw,
 }
@@ -59,7 +61,7 @@ pub enum SystemKind {
 impl SystemKind {
     /// Whether this is redolog (under some pipeline) rather than a baseline.
     pub fn is_redolog(self) -> bool {
-        matches!(self, SystemKind::Redolog | SystemKind::Group | SystemKind::Dedicated)
+        matches!(self, SystemKind::Redolog | SystemKind::Group | SystemKind::Dedicated | SystemKind::Notifiers)
     }
 
     pub fn name(self) -> &'static str {
@@ -67,6 +69,7 @@ impl SystemKind {
             SystemKind::Redolog => "redolog",
             SystemKind::Group => "group",
             SystemKind::Dedicated => "dedicated",
+            SystemKind::Notifiers => "notifiers",
             SystemKind::Mutex => "mutex",
             SystemKind::Raw => "raw",
         }
@@ -79,6 +82,10 @@ impl SystemKind {
             SystemKind::Redolog => Arc::new(RedologSystem::open(&dir, Pipeline::Auto)?),
             SystemKind::Group => Arc::new(RedologSystem::open(&dir, Pipeline::GroupCommit)?),
             SystemKind::Dedicated => Arc::new(RedologSystem::open(&dir, Pipeline::Dedicated)?),
+            SystemKind::Notifiers => Arc::new(RedologSystem::open_with(
+                &dir,
+                Config { pipeline: Pipeline::Dedicated, notifier_threads: true, ..Config::default() },
+            )?),
             SystemKind::Mutex => Arc::new(MutexLog::open(&dir)?),
             SystemKind::Raw => Arc::new(RawLog::open(&dir)?),
         })
@@ -91,7 +98,11 @@ struct RedologSystem {
 
 impl RedologSystem {
     fn open(dir: &Path, pipeline: Pipeline) -> Result<Self, BoxError> {
-        let (log, _) = Log::open(dir, Config { pipeline, ..Config::default() })?;
+        Self::open_with(dir, Config { pipeline, ..Config::default() })
+    }
+
+    fn open_with(dir: &Path, config: Config) -> Result<Self, BoxError> {
+        let (log, _) = Log::open(dir, config)?;
         Ok(RedologSystem { log })
     }
 }
