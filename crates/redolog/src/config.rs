@@ -88,16 +88,11 @@ pub struct Config {
     /// more favoured; below 0 usually needs `CAP_SYS_NICE`. If the system refuses,
     /// a warning is logged and the threads keep the inherited priority.
     pub log_thread_nice: Option<i32>,
-    /// EXPERIMENT (reverted after measuring): MySQL's log_write_notifier and
-    /// log_flush_notifier threads wake the waiters instead of the writer/flusher.
-    #[doc(hidden)]
-    pub notifier_threads: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
-            notifier_threads: false,
             capacity_bytes: 1 << 30,
             buffer_bytes: 16 << 20,
             group_bytes_max: 64 << 20,

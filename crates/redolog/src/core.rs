@@ -110,9 +110,6 @@ pub(crate) struct Shared {
     pub(crate) flusher_event: EventSlots,
     /// Dedicated log threads waiting for their mode or their role (§1.11).
     pub(crate) pipeline_events: EventSlots,
-    /// EXPERIMENT: the notifier threads waiting for `written` / `synced` to move.
-    pub(crate) write_notifier_event: EventSlots,
-    pub(crate) sync_notifier_event: EventSlots,
     /// The pipeline the user asked for (`PIPELINE_*`).
     pub(crate) requested_pipeline: AtomicU8,
     /// The pipeline running now: `PIPELINE_GROUP` or `PIPELINE_DEDICATED`.
@@ -179,8 +176,6 @@ impl Shared {
             sync_pass: PassTime::default(),
             flusher_event: EventSlots::new(1),
             pipeline_events: EventSlots::new(1),
-            write_notifier_event: EventSlots::new(1),
-            sync_notifier_event: EventSlots::new(1),
             requested_pipeline: AtomicU8::new(crate::commit::pipeline_code(config.pipeline)),
             active_pipeline: CachePadded::new(AtomicU8::new(crate::commit::initial_active(config.pipeline))),
             auto: Mutex::new(crate::commit::AutoState::new()),
@@ -250,8 +245,6 @@ impl Shared {
         self.space_events.notify_all();
         self.flusher_event.notify_all();
         self.pipeline_events.notify_all();
-        self.write_notifier_event.notify_all();
-        self.sync_notifier_event.notify_all();
     }
 
     /// Whether the log is shutting down (the background threads stop).

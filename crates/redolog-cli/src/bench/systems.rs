@@ -52,8 +52,6 @@ pub enum SystemKind {
     Group,
     /// redolog with `Pipeline::Dedicated`.
     Dedicated,
-    /// EXPERIMENT: Dedicated with notifier threads.
-    Notifiers,
     Mutex,
     Raw,
 }
@@ -61,7 +59,7 @@ pub enum SystemKind {
 impl SystemKind {
     /// Whether this is redolog (under some pipeline) rather than a baseline.
     pub fn is_redolog(self) -> bool {
-        matches!(self, SystemKind::Redolog | SystemKind::Group | SystemKind::Dedicated | SystemKind::Notifiers)
+        matches!(self, SystemKind::Redolog | SystemKind::Group | SystemKind::Dedicated)
     }
 
     pub fn name(self) -> &'static str {
@@ -69,7 +67,6 @@ impl SystemKind {
             SystemKind::Redolog => "redolog",
             SystemKind::Group => "group",
             SystemKind::Dedicated => "dedicated",
-            SystemKind::Notifiers => "notifiers",
             SystemKind::Mutex => "mutex",
             SystemKind::Raw => "raw",
         }
@@ -82,10 +79,6 @@ impl SystemKind {
             SystemKind::Redolog => Arc::new(RedologSystem::open(&dir, Pipeline::Auto)?),
             SystemKind::Group => Arc::new(RedologSystem::open(&dir, Pipeline::GroupCommit)?),
             SystemKind::Dedicated => Arc::new(RedologSystem::open(&dir, Pipeline::Dedicated)?),
-            SystemKind::Notifiers => Arc::new(RedologSystem::open_with(
-                &dir,
-                Config { pipeline: Pipeline::Dedicated, notifier_threads: true, ..Config::default() },
-            )?),
             SystemKind::Mutex => Arc::new(MutexLog::open(&dir)?),
             SystemKind::Raw => Arc::new(RawLog::open(&dir)?),
         })
@@ -98,11 +91,7 @@ struct RedologSystem {
 
 impl RedologSystem {
     fn open(dir: &Path, pipeline: Pipeline) -> Result<Self, BoxError> {
-        Self::open_with(dir, Config { pipeline, ..Config::default() })
-    }
-
-    fn open_with(dir: &Path, config: Config) -> Result<Self, BoxError> {
-        let (log, _) = Log::open(dir, config)?;
+        let (log, _) = Log::open(dir, Config { pipeline, ..Config::default() })?;
         Ok(RedologSystem { log })
     }
 }

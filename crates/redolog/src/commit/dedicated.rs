@@ -31,16 +31,11 @@ use super::group::{SyncLeader, WriteLeader};
 
 /// Starts the log writer and the log flusher.
 pub(crate) fn spawn_log_threads(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
-    let mut threads = Vec::with_capacity(4);
-    let mut bodies = vec![
+    let mut threads = Vec::with_capacity(2);
+    for (name, body) in [
         ("redolog-writer", Shared::run_log_writer as fn(&Shared)),
         ("redolog-flusher", Shared::run_log_flusher as fn(&Shared)),
-    ];
-    if shared.config.notifier_threads {
-        bodies.push(("redolog-wnotify", Shared::run_write_notifier as fn(&Shared)));
-        bodies.push(("redolog-snotify", Shared::run_sync_notifier as fn(&Shared)));
-    }
-    for (name, body) in bodies {
+    ] {
         let shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name(name.into())
@@ -177,36 +172,6 @@ impl Shared {
             }
         }
         drop(leader);
-    }
-
-    /// EXPERIMENT: MySQL's log_write_notifier.
-    pub(crate) fn run_write_notifier(&self) {
-        let mut notified = self.written().0;
-        while !self.log_threads_stop() {
-            let written = self.written().0;
-            if written > notified {
-                self.write_events.notify_range(notified, written);
-                notified = written;
-                continue;
-            }
-            self.write_notifier_event
-                .wait(1, Spin::NONE, || self.log_threads_stop() || self.written().0 > notified);
-        }
-    }
-
-    /// EXPERIMENT: MySQL's log_flush_notifier.
-    pub(crate) fn run_sync_notifier(&self) {
-        let mut notified = self.synced().0;
-        while !self.log_threads_stop() {
-            let synced = self.synced().0;
-            if synced > notified {
-                self.sync_events.notify_range(notified, synced);
-                notified = synced;
-                continue;
-            }
-            self.sync_notifier_event
-                .wait(1, Spin::NONE, || self.log_threads_stop() || self.synced().0 > notified);
-        }
     }
 
     /// Stops the log threads' work: back to group commit, then shutdown

@@ -217,11 +217,7 @@ impl Shared {
         self.flusher_event.notify_all();
         let finished = Instant::now();
         self.write_pass.record(finished - started);
-        if self.config.notifier_threads && self.dedicated_active() {
-            self.write_notifier_event.notify_all();
-        } else {
-            self.write_events.notify_range_delegated(written.0, upto.0);
-        }
+        self.write_events.notify_range_delegated(written.0, upto.0);
         self.tick(finished);
         Ok((started, finished))
     }
@@ -291,11 +287,7 @@ impl Shared {
         // INV-5: only after every fdatasync covering [synced, written) returned Ok.
         self.synced.store(written.0, Ordering::SeqCst);
         self.sync_pass.record(fsyncs.finished - pass_started);
-        if self.config.notifier_threads && self.dedicated_active() {
-            self.sync_notifier_event.notify_all();
-        } else {
-            self.sync_events.notify_range_delegated(synced.0, written.0);
-        }
+        self.sync_events.notify_range_delegated(synced.0, written.0);
         Ok(())
     }
 
