@@ -14,6 +14,7 @@ use parking_lot_core::{FilterOp, ParkResult, ParkToken, UnparkToken, DEFAULT_UNP
 
 use crate::format::BLOCK_BYTES;
 use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use crate::sync::ParkingLot;
 
 // Park tokens carry an LSN.
 const _: () = assert!(usize::BITS == 64, "redolog needs a 64-bit target");
@@ -137,17 +138,27 @@ pub(crate) struct EventSlots {
     /// Waiters in all slots: lets a notifier skip everything with one load.
     waiters: CachePadded<AtomicU32>,
     mask: u64,
+    lot: ParkingLot,
 }
 
 impl EventSlots {
     /// `count` slots, a power of two.
+    // `ParkingLot` is a unit struct here but not in the loom model.
+    #[allow(clippy::default_constructed_unit_structs)]
     pub(crate) fn new(count: usize) -> Self {
         assert!(count.is_power_of_two());
         EventSlots {
             slots: (0..count).map(|_| CachePadded::new(AtomicU32::new(0))).collect(),
             waiters: CachePadded::new(AtomicU32::new(0)),
             mask: count as u64 - 1,
+            lot: ParkingLot::default(),
         }
+    }
+
+    /// Waiters counted in the slot of `lsn` (for the unit tests).
+    #[cfg(test)]
+    pub(crate) fn slot_waiters(&self, lsn: u64) -> u32 {
+        self.slots[self.slot_index(lsn)].load(Ordering::SeqCst)
     }
 
     fn slot_index(&self, lsn: u64) -> usize {
@@ -178,20 +189,8 @@ impl EventSlots {
         while !ready() {
             waited.parks += 1;
             let deadline = Instant::now() + PARK_TIMEOUT;
-            // SAFETY: the key is the address of a slot we own; `validate` only
-            // loads atomics and cannot panic (`ready`'s contract); the other
-            // callbacks do nothing.
-            #[allow(unsafe_code)]
-            let result = unsafe {
-                parking_lot_core::park(
-                    self.key(index),
-                    || !ready(),
-                    || {},
-                    |_, _| {},
-                    ParkToken(lsn as usize),
-                    Some(deadline),
-                )
-            };
+            // `ready` cannot panic (its contract), as `park` requires.
+            let result = self.lot.park(self.key(index), || !ready(), ParkToken(lsn as usize), Some(deadline));
             match result {
                 ParkResult::TimedOut => {
                     waited.timeouts += 1;
@@ -236,11 +235,7 @@ impl EventSlots {
                     FilterOp::Skip
                 }
             };
-            // SAFETY: our slot's key; the filter and callback cannot panic.
-            #[allow(unsafe_code)]
-            unsafe {
-                parking_lot_core::unpark_filter(self.key(index), covered, |_| DEFAULT_UNPARK_TOKEN);
-            }
+            self.lot.unpark_filter(self.key(index), covered, DEFAULT_UNPARK_TOKEN);
         }
     }
 
@@ -273,12 +268,7 @@ impl EventSlots {
             };
             // The helper gets `new` in its unpark token (never the default 0:
             // `new > old >= 0`).
-            // SAFETY: our slot's key; the filter and callback cannot panic.
-            #[allow(unsafe_code)]
-            let result = unsafe {
-                parking_lot_core::unpark_filter(self.key(index), first_covered, |_| UnparkToken(new as usize))
-            };
-            if result.unparked_threads > 0 {
+            if self.lot.unpark_filter(self.key(index), first_covered, UnparkToken(new as usize)) > 0 {
                 return;
             }
         }
@@ -303,11 +293,7 @@ impl EventSlots {
                 FilterOp::Skip
             }
         };
-        // SAFETY: our slot's key; the filter and callback cannot panic.
-        #[allow(unsafe_code)]
-        unsafe {
-            parking_lot_core::unpark_filter(self.key(index), first_unsatisfied, |_| DEFAULT_UNPARK_TOKEN);
-        }
+        self.lot.unpark_filter(self.key(index), first_unsatisfied, DEFAULT_UNPARK_TOKEN);
     }
 
     /// Wakes every waiter (poisoning, closing).
@@ -318,77 +304,8 @@ impl EventSlots {
         }
         for index in 0..self.slots.len() {
             if self.slots[index].load(Ordering::SeqCst) > 0 {
-                // SAFETY: our slot's key.
-                #[allow(unsafe_code)]
-                unsafe {
-                    parking_lot_core::unpark_all(self.key(index), DEFAULT_UNPARK_TOKEN);
-                }
+                self.lot.unpark_all(self.key(index), DEFAULT_UNPARK_TOKEN);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::AtomicU64;
-    use std::sync::Arc;
-
-    use super::*;
-
-    #[test]
-    fn waiters_wake_exactly_when_covered() {
-        let events = Arc::new(EventSlots::new(8));
-        let value = Arc::new(AtomicU64::new(0));
-        let waiters: Vec<_> = [600u64, 1200, 5000]
-            .into_iter()
-            .map(|lsn| {
-                let (events, value) = (events.clone(), value.clone());
-                std::thread::spawn(move || {
-                    let waited = events.wait(lsn, Spin::NONE, || value.load(Ordering::SeqCst) >= lsn);
-                    (lsn, value.load(Ordering::SeqCst), waited)
-                })
-            })
-            .collect();
-        std::thread::sleep(Duration::from_millis(50));
-        value.store(1200, Ordering::SeqCst);
-        events.notify_range(0, 1200);
-        std::thread::sleep(Duration::from_millis(50));
-        value.store(6000, Ordering::SeqCst);
-        events.notify_range(1200, 6000);
-        for waiter in waiters {
-            let (lsn, seen, waited) = waiter.join().expect("waiter");
-            assert!(seen >= lsn);
-            assert_eq!(waited.timeouts, 0, "lost wake-up for {lsn}");
-        }
-    }
-
-    #[test]
-    fn kick_wakes_one_unsatisfied_waiter() {
-        let events = Arc::new(EventSlots::new(8));
-        let go = Arc::new(AtomicU64::new(0));
-        let woken = Arc::new(AtomicU64::new(0));
-        let waiters: Vec<_> = (0..3)
-            .map(|_| {
-                let (events, go, woken) = (events.clone(), go.clone(), woken.clone());
-                std::thread::spawn(move || {
-                    events.wait(700, Spin::NONE, || go.load(Ordering::SeqCst) > 0);
-                    woken.fetch_add(1, Ordering::SeqCst);
-                })
-            })
-            .collect();
-        while events.slots[events.slot_index(700)].load(Ordering::SeqCst) < 3 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-        // A kick without a true predicate wakes one waiter, which parks again.
-        events.kick(700, 0);
-        std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(woken.load(Ordering::SeqCst), 0);
-        go.store(1, Ordering::SeqCst);
-        events.notify_all();
-        for waiter in waiters {
-            waiter.join().expect("waiter");
-        }
-        assert_eq!(woken.load(Ordering::SeqCst), 3);
     }
 }
