@@ -3,8 +3,11 @@
 //!
 //! Implementations: [`FsStorage`] (the default: real files, `pwritev`,
 //! `fdatasync`), [`MemStorage`] (in memory, for tests and benchmarks of the CPU
-//! path) and [`FaultyStorage`] (fails chosen operations, for poisoning tests).
+//! path), [`FaultyStorage`] (fails chosen operations, for poisoning tests) and
+//! [`CrashStorage`] (records every operation and builds the images a crash after
+//! any prefix of them can leave). Each documents its fault model at the top.
 
+mod crash;
 mod faulty;
 mod fs;
 mod mem;
@@ -14,6 +17,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use crash::{CrashImage, CrashMode, CrashOp, CrashState, CrashStorage, SECTOR_BYTES};
 pub use faulty::{FaultKind, FaultyStorage};
 pub use fs::FsStorage;
 pub use mem::MemStorage;
