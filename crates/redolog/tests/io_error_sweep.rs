@@ -1,0 +1,168 @@
+//! Goal: an I/O error at any point of a log's life — creation, commits,
+//! checkpoints, close — loses nothing acknowledged and acknowledges nothing
+//! unsynced; after the first failed write or sync every call fails and fsync is
+//! never retried; a read error during recovery fails the recovery instead of
+//! ending the log early (docs/RELIABILITY.md E1, E2, E4, E7, E8; INV-5, INV-6).
+//! Method: SQLite's k-th-I/O-error sweep. For every k until the workload runs
+//! clean, `FaultyStorage` fails the k-th write, fdatasync or directory fsync,
+//! once or from then on, over a `CrashStorage` (a failed operation has no
+//! effect, so a failed fdatasync leaves its data unsynced: the "lying retry" of
+//! E2 would lose it). After the fault the test checks the poisoning rule, then
+//! crashes (power loss: only what was synced survives), reopens without faults
+//! and checks that every Synced acknowledgement is recovered in a byte-exact
+//! prefix. Reads: every k-th read of a recovery fails once.
+
+mod common;
+
+use std::path::Path;
+
+use redolog::storage::{CrashMode, CrashStorage, FaultKind, FaultyStorage};
+use redolog::{Config, Durability, Error, Log, Lsn, Pipeline};
+
+const DIR: &str = "/log";
+
+fn config() -> Config {
+    Config { pipeline: Pipeline::GroupCommit, ..common::config(32, 8192) }
+}
+
+fn record(index: usize) -> Vec<u8> {
+    vec![index as u8; [7, 300, 900, 2500][index % 4]]
+}
+
+/// What one run under a fault did.
+struct Run {
+    /// Records appended, with their end LSNs, in order.
+    appended: Vec<(Lsn, Vec<u8>)>,
+    /// Largest end LSN acknowledged Synced.
+    synced: Lsn,
+    injected: u64,
+}
+
+/// Creates a log and commits 24 records (Synced and Written, a checkpoint every
+/// 6) on `storage` until the first error; then checks that the log stays
+/// poisoned and never retries the failed operation.
+fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) -> Run {
+    let mut run = Run { appended: Vec::new(), synced: Lsn(0), injected: 0 };
+    let log = match Log::open_with_storage(Path::new(DIR), config(), storage.clone()) {
+        Ok((log, _)) => log,
+        Err(error) => {
+            assert!(matches!(error, Error::Io { .. }), "{context}: creation failed with {error}");
+            run.injected = storage.injected();
+            return run;
+        }
+    };
+    let mut failed = false;
+    for index in 0..24 {
+        let bytes = record(index);
+        let durability = if index % 2 == 0 { Durability::Synced } else { Durability::Written };
+        let result = log.append(&bytes).and_then(|end| {
+            run.appended.push((end, bytes.clone()));
+            log.wait(end, durability).map(|()| end)
+        });
+        let result =
+            result
+                .and_then(|end| if index % 6 == 5 { log.checkpoint(log.durable_lsn()).map(|()| end) } else { Ok(end) });
+        match result {
+            Ok(end) if durability == Durability::Synced => run.synced = end,
+            Ok(_) => {}
+            Err(error) => {
+                assert!(matches!(error, Error::Poisoned { .. } | Error::Io { .. }), "{context}: {error}");
+                failed = true;
+                break;
+            }
+        }
+    }
+    // A fault must surface: swallowing it (retrying the fdatasync, say) would
+    // acknowledge data the kernel may have dropped (E2).
+    assert_eq!(failed, storage.injected() > 0, "{context}: a fault was injected but every call succeeded");
+    if failed {
+        // INV-6: poisoned for good; nothing touches the storage again.
+        let attempts = storage.attempted();
+        let durable = log.durable_lsn();
+        assert!(log.commit(b"after the fault", Durability::Synced).is_err(), "{context}: a commit after the fault");
+        assert!(log.wait(durable, Durability::Synced).is_err(), "{context}: a wait after the fault");
+        assert!(log.checkpoint(durable).is_err(), "{context}: a checkpoint after the fault");
+        assert_eq!(log.durable_lsn(), durable, "{context}: durable LSN moved after the fault");
+        assert_eq!(storage.attempted(), attempts, "{context}: {kind:?} retried after the fault");
+        assert!(run.synced <= durable, "{context}: acknowledged {:?} past durable {durable:?}", run.synced);
+    }
+    drop(log);
+    run.injected = storage.injected();
+    run
+}
+
+/// Power loss, then a fault-free reopen: every Synced ack is there, in a
+/// byte-exact prefix of what was appended.
+fn check_recovery(crash: &CrashStorage, run: &Run, context: &str) {
+    let image = crash.state().crash(CrashMode::DropUnsynced);
+    let (_, recovery) = Log::open_with_storage(Path::new(DIR), config(), image.to_storage())
+        .unwrap_or_else(|error| panic!("{context}: reopen after the fault: {error}"));
+    let checkpoint = recovery.checkpoint_lsn();
+    let expected: Vec<&(Lsn, Vec<u8>)> = run.appended.iter().filter(|(end, _)| *end > checkpoint).collect();
+    let mut recovered_end = checkpoint;
+    for (index, group) in recovery.enumerate() {
+        let group = group.unwrap_or_else(|error| panic!("{context}: recovery: {error}"));
+        let (end, bytes) = expected.get(index).unwrap_or_else(|| panic!("{context}: a group nobody appended"));
+        assert_eq!(group.end_lsn(), *end, "{context}: group {index} at the wrong LSN");
+        assert_eq!(group.records().next(), Some(bytes.as_slice()), "{context}: group {index} differs");
+        recovered_end = group.end_lsn();
+    }
+    assert!(
+        recovered_end >= run.synced,
+        "{context}: Synced up to {:?} acknowledged, {recovered_end:?} recovered",
+        run.synced
+    );
+}
+
+#[test]
+fn failing_the_kth_write_or_sync_never_loses_an_acknowledged_commit() {
+    let mut faults = 0;
+    for kind in [FaultKind::Write, FaultKind::Sync, FaultKind::SyncDir] {
+        for persistent in [false, true] {
+            for nth in 1.. {
+                let context = format!("{kind:?} #{nth} fails{}", if persistent { " from then on" } else { " once" });
+                let crash = CrashStorage::new();
+                let storage = FaultyStorage::new(crash.clone(), kind, nth, persistent);
+                let run = run(&storage, kind, &context);
+                if run.injected == 0 {
+                    assert!(nth > 1, "{context}: the workload does no {kind:?}");
+                    break;
+                }
+                faults += run.injected;
+                check_recovery(&crash, &run, &context);
+            }
+        }
+    }
+    eprintln!("{faults} faults injected");
+}
+
+#[test]
+fn a_read_error_during_recovery_fails_it_instead_of_ending_the_log() {
+    let crash = CrashStorage::new();
+    let (log, _) = Log::open_with_storage(Path::new(DIR), config(), crash.clone()).expect("create");
+    for index in 0..12 {
+        log.commit(&record(index), Durability::Synced).expect("commit");
+    }
+    std::mem::forget(log); // a crash: recovery has to scan
+    let image = crash.state().crash(CrashMode::DropUnsynced);
+    let (_, full) = Log::open_with_storage(Path::new(DIR), config(), image.to_storage()).expect("reopen");
+    let full = full.count();
+    assert_eq!(full, 12);
+    for nth in 1.. {
+        let storage = FaultyStorage::new(image.to_storage(), FaultKind::Read, nth, false);
+        let outcome = Log::open_with_storage(Path::new(DIR), config(), storage.clone())
+            .map(|(_, recovery)| recovery.collect::<Result<Vec<_>, _>>());
+        if storage.injected() == 0 {
+            assert_eq!(outcome.expect("open").expect("recovery").len(), full);
+            assert!(nth > 1, "recovery reads nothing");
+            break;
+        }
+        // The failed read surfaces as an error, from `open` or from the groups;
+        // never as a shorter log.
+        match outcome {
+            Err(Error::Io { .. }) | Ok(Err(Error::Io { .. })) => {}
+            Ok(Ok(groups)) => panic!("read #{nth} failed, recovery returned {} of {full} groups", groups.len()),
+            Err(other) | Ok(Err(other)) => panic!("read #{nth} failed with {other}, not an I/O error"),
+        }
+    }
+}
