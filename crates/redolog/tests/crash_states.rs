@@ -14,7 +14,7 @@
 //! during recovery itself, and checks that a truncated torn tail never comes back
 //! once new groups are appended over it.
 //!
-//! Random images per state: 3 by default; `REDOLOG_CRASH_SEEDS=50 cargo test
+//! Random images per state: 10 by default; `REDOLOG_CRASH_SEEDS=50 cargo test
 //! --release -p redolog --test crash_states` explores more (figures in
 //! docs/RELIABILITY.md).
 
@@ -33,7 +33,7 @@ fn config() -> Config {
 }
 
 fn random_images_per_state() -> u64 {
-    std::env::var("REDOLOG_CRASH_SEEDS").map_or(3, |seeds| seeds.parse().expect("REDOLOG_CRASH_SEEDS is a number"))
+    std::env::var("REDOLOG_CRASH_SEEDS").map_or(10, |seeds| seeds.parse().expect("REDOLOG_CRASH_SEEDS is a number"))
 }
 
 /// One appended group as the workload knows it.
