@@ -406,10 +406,22 @@ impl CrashStorage {
     }
 
     fn record(&self, op: CrashOp, bytes: Vec<u8>) {
+        self.record_with(|_| Ok(op), bytes).map(|_| ()).expect("infallible");
+    }
+
+    /// Records the operation `make` builds from the state, under one lock (so
+    /// concurrent callers see and number files consistently); returns it.
+    fn record_with(
+        &self,
+        make: impl FnOnce(&CrashState) -> io::Result<CrashOp>,
+        bytes: Vec<u8>,
+    ) -> io::Result<CrashOp> {
         let mut recorder = self.shared.lock();
+        let op = make(&recorder.state)?;
         recorder.state.apply(&op, &bytes);
-        recorder.trace.push(op);
+        recorder.trace.push(op.clone());
         recorder.written.push(bytes);
+        Ok(op)
     }
 }
 
@@ -440,9 +452,12 @@ impl Storage for CrashStorage {
 
     fn open_file(&self, path: &Path, create: bool) -> io::Result<Arc<dyn StorageFile>> {
         let inode = if create {
-            let inode = self.shared.lock().state.inodes.len();
-            self.record(CrashOp::Create { path: path.to_path_buf(), inode }, Vec::new());
-            inode
+            let create =
+                |state: &CrashState| Ok(CrashOp::Create { path: path.to_path_buf(), inode: state.inodes.len() });
+            match self.record_with(create, Vec::new())? {
+                CrashOp::Create { inode, .. } => inode,
+                _ => unreachable!("record_with returns the operation built"),
+            }
         } else {
             let recorder = self.shared.lock();
             *recorder.state.names.get(path).ok_or_else(|| not_found(path))?
@@ -451,19 +466,19 @@ impl Storage for CrashStorage {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        if !self.shared.lock().state.names.contains_key(from) {
-            return Err(not_found(from));
-        }
-        self.record(CrashOp::Rename { from: from.to_path_buf(), to: to.to_path_buf() }, Vec::new());
-        Ok(())
+        let rename = |state: &CrashState| match state.names.contains_key(from) {
+            true => Ok(CrashOp::Rename { from: from.to_path_buf(), to: to.to_path_buf() }),
+            false => Err(not_found(from)),
+        };
+        self.record_with(rename, Vec::new()).map(|_| ())
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        if !self.shared.lock().state.names.contains_key(path) {
-            return Err(not_found(path));
-        }
-        self.record(CrashOp::Remove { path: path.to_path_buf() }, Vec::new());
-        Ok(())
+        let remove = |state: &CrashState| match state.names.contains_key(path) {
+            true => Ok(CrashOp::Remove { path: path.to_path_buf() }),
+            false => Err(not_found(path)),
+        };
+        self.record_with(remove, Vec::new()).map(|_| ())
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
