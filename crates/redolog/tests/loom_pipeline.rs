@@ -318,51 +318,40 @@ fn start_log_threads(log: &Arc<Log>) -> impl FnOnce() {
     }
 }
 
-#[test]
-fn dedicated_threads_wake_the_committer_only_after_the_sync() {
-    check(|| {
-        let log = Arc::new(Log::new(DEDICATED));
+/// Starts the log threads in mode `start`, switches to `switch_to` (if any) on a
+/// thread of its own while a committer appends its group (end LSN 1) and waits
+/// for Synced; the committer must return, and only after the covering sync.
+fn commit_while_switching(start: u8, switch_to: Option<u8>) {
+    check(move || {
+        let log = Arc::new(Log::new(start));
         let stop = start_log_threads(&log);
-        // The committer appends its group (end LSN 1) and waits for Synced.
+        let switcher = switch_to.map(|mode| {
+            let log = log.clone();
+            loom::thread::spawn(move || log.set_active(mode))
+        });
         log.append(1);
         log.commit_wait(1);
         assert!(log.synced.load(SeqCst) >= 1, "acknowledged before the covering sync");
+        if let Some(switcher) = switcher {
+            switcher.join().expect("switcher");
+        }
         stop();
     });
+}
+
+#[test]
+fn dedicated_threads_wake_the_committer_only_after_the_sync() {
+    commit_while_switching(DEDICATED, None);
 }
 
 #[test]
 fn switching_to_group_commit_while_a_committer_waits_loses_no_wake_up() {
-    check(|| {
-        let log = Arc::new(Log::new(DEDICATED));
-        let stop = start_log_threads(&log);
-        let switcher = {
-            let log = log.clone();
-            loom::thread::spawn(move || log.set_active(GROUP))
-        };
-        log.append(1);
-        log.commit_wait(1);
-        assert!(log.synced.load(SeqCst) >= 1, "acknowledged before the covering sync");
-        switcher.join().expect("switcher");
-        stop();
-    });
+    commit_while_switching(DEDICATED, Some(GROUP));
 }
 
 #[test]
 fn switching_to_dedicated_while_a_committer_leads_loses_no_wake_up() {
-    check(|| {
-        let log = Arc::new(Log::new(GROUP));
-        let stop = start_log_threads(&log);
-        let switcher = {
-            let log = log.clone();
-            loom::thread::spawn(move || log.set_active(DEDICATED))
-        };
-        log.append(1);
-        log.commit_wait(1);
-        assert!(log.synced.load(SeqCst) >= 1, "acknowledged before the covering sync");
-        switcher.join().expect("switcher");
-        stop();
-    });
+    commit_while_switching(GROUP, Some(DEDICATED));
 }
 
 #[test]

@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::mem::{names_in, not_found, read_at, write_at};
 use super::{MemStorage, Storage, StorageFile};
 
 /// The unit in which unsynced writes reach the disk, or do not.
@@ -277,15 +278,6 @@ impl CrashState {
     }
 }
 
-fn write_at(data: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
-    let start = offset as usize;
-    let end = start + bytes.len();
-    if data.len() < end {
-        data.resize(end, 0);
-    }
-    data[start..end].copy_from_slice(bytes);
-}
-
 /// A file's content after a crash that wrote part of its unsynced sectors.
 fn torn_image(file: &Inode, rng: &mut fastrand::Rng) -> Vec<u8> {
     let mut sectors: Vec<(u64, &[u8])> = Vec::new();
@@ -438,16 +430,9 @@ impl Storage for CrashStorage {
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
         let recorder = self.shared.lock();
         if !recorder.state.dirs.contains(dir) {
-            return Err(io::Error::new(io::ErrorKind::NotFound, format!("{} not found", dir.display())));
+            return Err(not_found(dir));
         }
-        let names = recorder
-            .state
-            .names
-            .keys()
-            .filter(|path| path.parent() == Some(dir))
-            .filter_map(|path| path.file_name().map(|name| name.to_string_lossy().into_owned()))
-            .collect();
-        Ok(names)
+        Ok(names_in(dir, recorder.state.names.keys()))
     }
 
     fn open_file(&self, path: &Path, create: bool) -> io::Result<Arc<dyn StorageFile>> {
@@ -487,10 +472,6 @@ impl Storage for CrashStorage {
     }
 }
 
-fn not_found(path: &Path) -> io::Error {
-    io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))
-}
-
 #[derive(Debug)]
 struct CrashFile {
     storage: CrashStorage,
@@ -503,16 +484,7 @@ impl StorageFile for CrashFile {
     }
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let recorder = self.storage.shared.lock();
-        let data = &recorder.state.inodes[self.inode].current;
-        let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
-        match start.checked_add(buf.len()).filter(|&end| end <= data.len()) {
-            Some(end) => {
-                buf.copy_from_slice(&data[start..end]);
-                Ok(())
-            }
-            None => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the file")),
-        }
+        read_at(&self.storage.shared.lock().state.inodes[self.inode].current, buf, offset)
     }
 
     fn write_all_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {

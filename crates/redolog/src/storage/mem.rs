@@ -49,8 +49,37 @@ impl MemStorage {
     }
 }
 
-fn not_found(path: &Path) -> io::Error {
+pub(super) fn not_found(path: &Path) -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))
+}
+
+/// The names of the entries of `dir` among `paths` (sorted if `paths` is).
+pub(super) fn names_in<'a>(dir: &Path, paths: impl Iterator<Item = &'a PathBuf>) -> Vec<String> {
+    paths
+        .filter(|path| path.parent() == Some(dir))
+        .filter_map(|path| path.file_name().map(|name| name.to_string_lossy().into_owned()))
+        .collect()
+}
+
+/// `read_exact_at` on bytes in memory.
+pub(super) fn read_at(data: &[u8], buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
+    let end = start.checked_add(buf.len()).filter(|&end| end <= data.len());
+    let Some(end) = end else {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the file"));
+    };
+    buf.copy_from_slice(&data[start..end]);
+    Ok(())
+}
+
+/// Writes `bytes` at `offset`, growing `data` with zeros if needed.
+pub(super) fn write_at(data: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
+    let start = offset as usize;
+    let end = start + bytes.len();
+    if data.len() < end {
+        data.resize(end, 0);
+    }
+    data[start..end].copy_from_slice(bytes);
 }
 
 impl Storage for MemStorage {
@@ -67,13 +96,7 @@ impl Storage for MemStorage {
         if !tree.dirs.contains(dir) {
             return Err(not_found(dir));
         }
-        let names = tree
-            .files
-            .keys()
-            .filter(|path| path.parent() == Some(dir))
-            .filter_map(|path| path.file_name().map(|name| name.to_string_lossy().into_owned()))
-            .collect();
-        Ok(names)
+        Ok(names_in(dir, tree.files.keys()))
     }
 
     fn open_file(&self, path: &Path, create: bool) -> io::Result<Arc<dyn StorageFile>> {
@@ -112,26 +135,15 @@ impl StorageFile for MemFile {
     }
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let data = self.data.lock();
-        let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
-        let end = start.checked_add(buf.len()).filter(|&end| end <= data.len());
-        let Some(end) = end else {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the file"));
-        };
-        buf.copy_from_slice(&data[start..end]);
-        Ok(())
+        read_at(&self.data.lock(), buf, offset)
     }
 
     fn write_all_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
         let mut data = self.data.lock();
-        let mut position = usize::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
+        let mut position = offset;
         for buf in bufs {
-            let end = position + buf.len();
-            if data.len() < end {
-                data.resize(end, 0);
-            }
-            data[position..end].copy_from_slice(buf);
-            position = end;
+            write_at(&mut data, position, buf);
+            position += buf.len() as u64;
         }
         Ok(())
     }
