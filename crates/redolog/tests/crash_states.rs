@@ -20,8 +20,9 @@
 
 mod common;
 
+use common::GroupImage;
 use redolog::storage::{CrashImage, CrashMode, CrashState, CrashStorage, MemStorage};
-use redolog::{Config, Durability, Group, Log, LogEnd, Lsn, Pipeline};
+use redolog::{Config, Durability, Log, LogEnd, Lsn, Pipeline};
 use std::path::Path;
 
 const DIR: &str = "/log";
@@ -36,18 +37,12 @@ fn random_images_per_state() -> u64 {
     std::env::var("REDOLOG_CRASH_SEEDS").map_or(10, |seeds| seeds.parse().expect("REDOLOG_CRASH_SEEDS is a number"))
 }
 
-/// One appended group as the workload knows it.
-#[derive(Clone, Debug)]
-struct Appended {
-    end: Lsn,
-    records: Vec<Vec<u8>>,
-}
-
 /// What the workload appended and when it was acknowledged, in trace positions:
 /// `acked_at` is the number of storage operations done when `wait` returned.
 #[derive(Clone, Debug, Default)]
 struct Oracle {
-    appended: Vec<Appended>,
+    /// Every appended group, in order.
+    appended: Vec<GroupImage>,
     /// (operations done, end LSN, durability) per acknowledgement.
     acks: Vec<(usize, Lsn, Durability)>,
     /// (operations done, checkpoint LSN) per completed checkpoint.
@@ -67,44 +62,22 @@ impl Oracle {
     }
 }
 
-/// A recovered group: its end LSN and records.
-type Recovered = (Lsn, Vec<Vec<u8>>);
-
 /// The checkpoint and groups of a recovery, panicking on an error.
-fn recover(storage: MemStorage) -> (Lsn, Vec<Recovered>) {
+fn recover(storage: MemStorage) -> (Lsn, Vec<GroupImage>) {
     let (log, recovery) = Log::open_with_storage(Path::new(DIR), config(), storage).expect("reopen after a crash");
     let checkpoint = recovery.checkpoint_lsn();
-    let groups = recovery
-        .map(|group| {
-            let group: Group = group.expect("recovered group");
-            (group.end_lsn(), group.records().map(<[u8]>::to_vec).collect())
-        })
-        .collect();
+    let groups = common::group_images(recovery, "reopen after a crash");
     drop(log);
     (checkpoint, groups)
 }
 
 /// Checks one crash image left after `ops` operations; returns the recovered
 /// groups.
-fn check_image(oracle: &Oracle, ops: usize, image: &CrashImage, mode: CrashMode) -> Vec<Recovered> {
+fn check_image(oracle: &Oracle, ops: usize, image: &CrashImage, mode: CrashMode) -> Vec<GroupImage> {
     let context = format!("crash after {ops} operations, {mode:?}");
     let storage = image.to_storage();
     let (checkpoint, groups) = recover(storage.clone());
-    // The expected groups: everything appended that starts at or after the
-    // checkpoint recovery used (checkpoints are taken at group ends).
-    let expected: Vec<&Appended> = oracle.appended.iter().filter(|group| group.end > checkpoint).collect();
-    assert!(
-        groups.len() <= expected.len(),
-        "{context}: {} groups recovered, {} appended",
-        groups.len(),
-        expected.len()
-    );
-    for (index, (end, records)) in groups.iter().enumerate() {
-        let want = expected[index];
-        assert_eq!(*end, want.end, "{context}: group {index} ends at the wrong LSN (hole or fabricated group)");
-        assert_eq!(records, &want.records, "{context}: group {index} (end {end:?}) differs from what was appended");
-    }
-    let recovered_end = groups.last().map_or(checkpoint, |(end, _)| *end);
+    let recovered_end = common::assert_recovered_prefix(&context, checkpoint, &groups, &oracle.appended);
     let synced = oracle.acked(ops, &[Durability::Synced]);
     assert!(recovered_end >= synced, "{context}: acknowledged Synced up to {synced:?}, recovered to {recovered_end:?}");
     if mode == CrashMode::KeepAll {
@@ -163,7 +136,7 @@ fn run_workload(log: &Log, storage: &CrashStorage, oracle: &mut Oracle, commits:
         let records = group_records(index);
         let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
         let end = log.append_group(&slices).expect("append");
-        oracle.appended.push(Appended { end, records });
+        oracle.appended.push((end, records));
         let durability = [Durability::Synced, Durability::Written, Durability::Buffered][index % 3];
         log.wait(end, durability).expect("wait");
         oracle.acks.push((storage.op_count(), end, durability));
@@ -183,7 +156,7 @@ fn every_crash_state_of_a_workload_recovers_a_prefix_with_every_ack() {
     assert_eq!(recovery.count(), 0);
     run_workload(&log, &storage, &mut oracle, 100);
     log.close().expect("close");
-    let appended: usize = oracle.appended.iter().map(|group| group.records.iter().map(Vec::len).sum::<usize>()).sum();
+    let appended: usize = oracle.appended.iter().map(|(_, records)| records.iter().map(Vec::len).sum::<usize>()).sum();
     assert!(appended > 2 * 64 * 1024, "the workload wraps the 64 KiB ring twice ({appended} bytes)");
     let images = explore(&storage, &oracle);
     eprintln!("{} operations, {images} crash images checked", storage.op_count());
@@ -264,20 +237,20 @@ fn a_truncated_torn_tail_never_comes_back() {
             appended: oracle
                 .appended
                 .iter()
-                .filter(|group| group.end > checkpoint)
+                .filter(|(end, _)| *end > checkpoint)
                 .take(recovered.len())
                 .cloned()
                 .collect(),
             ..Oracle::default()
         };
-        let expected: Vec<Lsn> = after.appended.iter().map(|group| group.end).collect();
+        let expected: Vec<Lsn> = after.appended.iter().map(|(end, _)| *end).collect();
         assert_eq!(recovered, expected, "recovery returned other groups than appended");
         for index in 0..6 {
             let records = vec![format!("after recovery {index}").into_bytes(); 1 + index % 2];
             let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
             let end = log.append_group(&slices).expect("append");
             log.wait(end, Durability::Synced).expect("sync");
-            after.appended.push(Appended { end, records });
+            after.appended.push((end, records));
             after.acks.push((recording.op_count(), end, Durability::Synced));
         }
         drop(log);

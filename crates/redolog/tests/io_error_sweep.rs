@@ -31,8 +31,8 @@ fn record(index: usize) -> Vec<u8> {
 
 /// What one run under a fault did.
 struct Run {
-    /// Records appended, with their end LSNs, in order.
-    appended: Vec<(Lsn, Vec<u8>)>,
+    /// Groups appended (one record each), in order.
+    appended: Vec<common::GroupImage>,
     /// Largest end LSN acknowledged Synced.
     synced: Lsn,
     injected: u64,
@@ -56,7 +56,7 @@ fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) ->
         let bytes = record(index);
         let durability = if index % 2 == 0 { Durability::Synced } else { Durability::Written };
         let result = log.append(&bytes).and_then(|end| {
-            run.appended.push((end, bytes.clone()));
+            run.appended.push((end, vec![bytes.clone()]));
             log.wait(end, durability).map(|()| end)
         });
         let result =
@@ -98,15 +98,8 @@ fn check_recovery(crash: &CrashStorage, run: &Run, context: &str) {
     let (_, recovery) = Log::open_with_storage(Path::new(DIR), config(), image.to_storage())
         .unwrap_or_else(|error| panic!("{context}: reopen after the fault: {error}"));
     let checkpoint = recovery.checkpoint_lsn();
-    let expected: Vec<&(Lsn, Vec<u8>)> = run.appended.iter().filter(|(end, _)| *end > checkpoint).collect();
-    let mut recovered_end = checkpoint;
-    for (index, group) in recovery.enumerate() {
-        let group = group.unwrap_or_else(|error| panic!("{context}: recovery: {error}"));
-        let (end, bytes) = expected.get(index).unwrap_or_else(|| panic!("{context}: a group nobody appended"));
-        assert_eq!(group.end_lsn(), *end, "{context}: group {index} at the wrong LSN");
-        assert_eq!(group.records().next(), Some(bytes.as_slice()), "{context}: group {index} differs");
-        recovered_end = group.end_lsn();
-    }
+    let groups = common::group_images(recovery, context);
+    let recovered_end = common::assert_recovered_prefix(context, checkpoint, &groups, &run.appended);
     assert!(
         recovered_end >= run.synced,
         "{context}: Synced up to {:?} acknowledged, {recovered_end:?} recovered",

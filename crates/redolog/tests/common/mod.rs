@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use redolog::{Config, Group, Log, Recovery};
+use redolog::{Config, Group, Log, Lsn, Recovery};
 
 /// Bytes before the first log block of each file (FORMAT.md §1).
 pub const HEADER_AREA: u64 = 12288;
@@ -40,6 +40,43 @@ pub fn reopen(dir: &Path, config: &Config) -> (Log, Vec<Group>, redolog::LogEnd)
     let (log, recovery) = Log::open(dir, config.clone()).expect("reopen");
     let end = recovery.end();
     (log, collect(recovery), end)
+}
+
+/// A group as appended or recovered: its end LSN and its records.
+pub type GroupImage = (Lsn, Vec<Vec<u8>>);
+
+/// Every recovered group as a `GroupImage`, panicking on an error.
+pub fn group_images(recovery: Recovery, context: &str) -> Vec<GroupImage> {
+    recovery
+        .map(|group| {
+            let group = group.unwrap_or_else(|error| panic!("{context}: recovery: {error}"));
+            (group.end_lsn(), group.records().map(<[u8]>::to_vec).collect())
+        })
+        .collect()
+}
+
+/// The core invariant: `recovered` is a byte-exact prefix, in LSN order, of the
+/// groups of `appended` that end after `checkpoint` (checkpoints are taken at
+/// group ends) — no hole, duplicate or fabricated group. Returns where the
+/// recovered log ends (the checkpoint if it is empty).
+pub fn assert_recovered_prefix(
+    context: &str,
+    checkpoint: Lsn,
+    recovered: &[GroupImage],
+    appended: &[GroupImage],
+) -> Lsn {
+    let expected: Vec<&GroupImage> = appended.iter().filter(|(end, _)| *end > checkpoint).collect();
+    assert!(
+        recovered.len() <= expected.len(),
+        "{context}: {} groups recovered, {} appended",
+        recovered.len(),
+        expected.len()
+    );
+    for (index, ((end, records), (want_end, want_records))) in recovered.iter().zip(expected).enumerate() {
+        assert_eq!(end, want_end, "{context}: group {index} ends at the wrong LSN (hole or fabricated group)");
+        assert_eq!(records, want_records, "{context}: group {index} (end {end:?}) differs from what was appended");
+    }
+    recovered.last().map_or(checkpoint, |(end, _)| *end)
 }
 
 /// The records of each group, owned.
