@@ -137,3 +137,22 @@ fn a_regular_file_as_the_log_directory_is_an_io_error_naming_it() {
     assert!(matches!(error, Error::Io { .. }), "{error}");
     assert!(error.to_string().contains("plain-file"), "{error}");
 }
+
+/// Found by the `mutated_log` fuzzer: open used to take files 1..3 without
+/// `redo.0000` for a crashed creation, delete them and create a new log.
+#[test]
+fn a_log_that_lost_its_first_file_is_refused_not_recreated() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = new_log(dir.path());
+    let second = fs::read(dir.path().join("redo.0001")).expect("read");
+    fs::remove_file(dir.path().join("redo.0000")).expect("remove");
+    match open_error(dir.path(), config) {
+        Error::MissingFile { path, reason } => {
+            assert!(path.ends_with("redo.0000"), "{}", path.display());
+            assert!(reason.contains("redo.0001"), "{reason}");
+        }
+        other => panic!("expected MissingFile, got {other}"),
+    }
+    assert_eq!(fs::read(dir.path().join("redo.0001")).expect("read"), second, "left untouched");
+    assert!(!dir.path().join("redo.0000").exists(), "no new log was created");
+}

@@ -83,23 +83,43 @@ pub(crate) fn read_dir_contents(dir: &Path, storage: &Arc<dyn Storage>) -> Resul
 }
 
 /// Opens the log in `dir`, creating it if the directory is missing, empty, or
-/// holds only the leftovers of an interrupted creation.
+/// holds only the leftovers of a creation that crashed before `redo.0000` was
+/// renamed into place; finishes a creation that crashed after it.
 pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Opened> {
     let DirContents { present, mut leftovers, existed } = read_dir_contents(dir, storage)?;
     if !existed {
         storage.create_dir_all(dir).map_err(|source| Error::io("create directory", dir, source))?;
     }
-    // INV-16: the log exists iff redo.0000 does; without it, files 1..3 are
-    // leftovers of a creation that crashed before its last rename.
+    // INV-16: the log exists iff redo.0000 does. Creation never leaves files
+    // 1..3 under their final names without it, so finding them means the log
+    // lost its first file: refuse, rather than create a new log over its data.
     if !present[0] {
-        leftovers.extend((1..FILE_COUNT as usize).filter(|&index| present[index]).map(|index| file_path(dir, index)));
+        if let Some(index) = (1..FILE_COUNT as usize).find(|&index| present[index]) {
+            return Err(Error::MissingFile {
+                path: file_path(dir, 0),
+                reason: format!("not found, but {} is: the log lost its first file", file_name(index)),
+            });
+        }
+        remove_leftovers(dir, storage, &leftovers)?;
+        return create(dir, config, storage);
+    }
+    // redo.0000 was renamed first, after every file was synced under its
+    // temporary name: roll the other renames forward.
+    let mut renamed = false;
+    for index in 1..FILE_COUNT as usize {
+        let temp = dir.join(temp_file_name(index));
+        if !present[index] && leftovers.contains(&temp) {
+            let to = file_path(dir, index);
+            storage.rename(&temp, &to).map_err(|source| Error::io("rename", &temp, source))?;
+            leftovers.retain(|path| *path != temp);
+            renamed = true;
+        }
+    }
+    if renamed && leftovers.is_empty() {
+        storage.sync_dir(dir).map_err(|source| Error::io("fsync directory", dir, source))?;
     }
     remove_leftovers(dir, storage, &leftovers)?;
-    if present[0] {
-        open_existing(dir, storage, ScanMode::Repair)
-    } else {
-        create(dir, config, storage)
-    }
+    open_existing(dir, storage, ScanMode::Repair)
 }
 
 fn remove_leftovers(dir: &Path, storage: &Arc<dyn Storage>, leftovers: &[PathBuf]) -> Result<()> {
@@ -119,7 +139,7 @@ fn random_log_id() -> Result<u128> {
 }
 
 /// Creates the four files under temporary names, fills them with zeros, syncs
-/// them, and renames them into place with `redo.0000` last (INV-16).
+/// them, and renames them into place with `redo.0000` first (INV-16).
 fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Opened> {
     let layout = Layout::new(config.file_bytes());
     let header = FileHeader {
@@ -163,13 +183,17 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
     }
     let sync_dir = || storage.sync_dir(dir).map_err(|source| Error::io("fsync directory", dir, source));
     sync_dir()?;
-    for index in (0..FILE_COUNT as usize).rev() {
+    // redo.0000 first, made durable before the others are renamed: a crash at any
+    // point leaves either no redo.0000 (created again) or redo.0000 with the
+    // rest under final or temporary names (the next open finishes the renames).
+    for index in 0..FILE_COUNT as usize {
         let (from, to) = (dir.join(temp_file_name(index)), file_path(dir, index));
         storage.rename(&from, &to).map_err(|source| Error::io("rename", &from, source))?;
-        // redo.0000 is renamed last, after the other renames are durable: a crash
-        // at any point leaves either no redo.0000 (created again) or all four.
-        sync_dir()?;
+        if index == 0 {
+            sync_dir()?;
+        }
     }
+    sync_dir()?;
     let files = Arc::new(open_files(dir, storage)?);
     let end = Lsn(header.first_lsn);
     let scan = ScanResult { start: end, end, log_end: LogEnd::Created, last_block: empty_first_block() };
