@@ -2,15 +2,22 @@
 //! checkpoints, close — loses nothing acknowledged and acknowledges nothing
 //! unsynced; after the first failed write or sync every call fails and fsync is
 //! never retried; a read error during recovery fails the recovery instead of
-//! ending the log early (docs/RELIABILITY.md E1, E2, E4, E7, E8; INV-5, INV-6).
+//! ending the log early, and a write or sync error while recovery repairs a torn
+//! tail fails the open and leaves a state the next recovery handles
+//! (docs/RELIABILITY.md E1, E2, E4–E9; INV-5, INV-6).
 //! Method: SQLite's k-th-I/O-error sweep. For every k until the workload runs
-//! clean, `FaultyStorage` fails the k-th write, fdatasync or directory fsync,
-//! once or from then on, over a `CrashStorage` (a failed operation has no
+//! clean, `FaultyStorage` fails the k-th write (EIO, ENOSPC, or a short write
+//! that lands half its bytes), fdatasync or directory fsync, once or from then
+//! on, over a `CrashStorage` (a failed operation has no
 //! effect, so a failed fdatasync leaves its data unsynced: the "lying retry" of
 //! E2 would lose it). After the fault the test checks the poisoning rule, then
-//! crashes (power loss: only what was synced survives), reopens without faults
-//! and checks that every Synced acknowledgement is recovered in a byte-exact
-//! prefix. Reads: every k-th read of a recovery fails once.
+//! crashes (power loss: only what was synced survives; process crash: all that
+//! was written, a short write's half included), reopens without faults and
+//! checks that every Synced (and, after a process crash, Written)
+//! acknowledgement is recovered in a byte-exact prefix. Recovery: every k-th
+//! read of a recovery fails once; every k-th write, fdatasync and directory
+//! fsync of a recovery that erases a torn tail fails, then that recovery is
+//! crashed and the log reopened.
 
 mod common;
 
@@ -35,6 +42,8 @@ struct Run {
     appended: Vec<common::GroupImage>,
     /// Largest end LSN acknowledged Synced.
     synced: Lsn,
+    /// Largest end LSN acknowledged Written or Synced.
+    written: Lsn,
     injected: u64,
 }
 
@@ -42,7 +51,7 @@ struct Run {
 /// 6) on `storage` until the first error; then checks that the log stays
 /// poisoned and never retries the failed operation.
 fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) -> Run {
-    let mut run = Run { appended: Vec::new(), synced: Lsn(0), injected: 0 };
+    let mut run = Run { appended: Vec::new(), synced: Lsn(0), written: Lsn(0), injected: 0 };
     let log = match Log::open_with_storage(Path::new(DIR), config(), storage.clone()) {
         Ok((log, _)) => log,
         Err(error) => {
@@ -63,10 +72,17 @@ fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) ->
             result
                 .and_then(|end| if index % 6 == 5 { log.checkpoint(log.durable_lsn()).map(|()| end) } else { Ok(end) });
         match result {
-            Ok(end) if durability == Durability::Synced => run.synced = end,
-            Ok(_) => {}
+            Ok(end) => {
+                run.written = end;
+                if durability == Durability::Synced {
+                    run.synced = end;
+                }
+            }
             Err(error) => {
                 assert!(matches!(error, Error::Poisoned { .. } | Error::Io { .. }), "{context}: {error}");
+                if kind == FaultKind::NoSpace {
+                    assert!(error.to_string().contains("No space left"), "{context}: ENOSPC lost in {error}");
+                }
                 failed = true;
                 break;
             }
@@ -91,26 +107,26 @@ fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) ->
     run
 }
 
-/// Power loss, then a fault-free reopen: every Synced ack is there, in a
-/// byte-exact prefix of what was appended.
+/// Power loss or a process crash, then a fault-free reopen: every Synced ack
+/// (after a process crash, every Written ack) is there, in a byte-exact prefix
+/// of what was appended.
 fn check_recovery(crash: &CrashStorage, run: &Run, context: &str) {
-    let image = crash.state().crash(CrashMode::DropUnsynced);
-    let (_, recovery) = Log::open_with_storage(Path::new(DIR), config(), image.to_storage())
-        .unwrap_or_else(|error| panic!("{context}: reopen after the fault: {error}"));
-    let checkpoint = recovery.checkpoint_lsn();
-    let groups = common::group_images(recovery, context);
-    let recovered_end = common::assert_recovered_prefix(context, checkpoint, &groups, &run.appended);
-    assert!(
-        recovered_end >= run.synced,
-        "{context}: Synced up to {:?} acknowledged, {recovered_end:?} recovered",
-        run.synced
-    );
+    for (mode, acked) in [(CrashMode::DropUnsynced, run.synced), (CrashMode::KeepAll, run.written)] {
+        let context = format!("{context}, then {mode:?}");
+        let image = crash.state().crash(mode);
+        let (_, recovery) = Log::open_with_storage(Path::new(DIR), config(), image.to_storage())
+            .unwrap_or_else(|error| panic!("{context}: reopen after the fault: {error}"));
+        let checkpoint = recovery.checkpoint_lsn();
+        let groups = common::group_images(recovery, &context);
+        let recovered_end = common::assert_recovered_prefix(&context, checkpoint, &groups, &run.appended);
+        assert!(recovered_end >= acked, "{context}: acknowledged up to {acked:?}, recovered to {recovered_end:?}");
+    }
 }
 
 #[test]
 fn failing_the_kth_write_or_sync_never_loses_an_acknowledged_commit() {
     let mut faults = 0;
-    for kind in [FaultKind::Write, FaultKind::Sync, FaultKind::SyncDir] {
+    for kind in [FaultKind::Write, FaultKind::NoSpace, FaultKind::ShortWrite, FaultKind::Sync, FaultKind::SyncDir] {
         for persistent in [false, true] {
             for nth in 1.. {
                 let context = format!("{kind:?} #{nth} fails{}", if persistent { " from then on" } else { " once" });
@@ -158,4 +174,63 @@ fn a_read_error_during_recovery_fails_it_instead_of_ending_the_log() {
             Err(other) | Ok(Err(other)) => panic!("read #{nth} failed with {other}, not an I/O error"),
         }
     }
+}
+
+/// E9: a crash leaves a torn tail; recovery erases it (writes, fdatasync). Each
+/// of those operations fails in turn: the open must fail with the I/O error,
+/// and after that failed recovery is itself crashed (power loss or process
+/// crash), a fault-free reopen must still find every Synced group.
+#[test]
+fn a_write_or_sync_error_while_recovery_repairs_fails_it_and_the_next_recovery_is_sound() {
+    let crash = CrashStorage::new();
+    let (log, _) = Log::open_with_storage(Path::new(DIR), config(), crash.clone()).expect("create");
+    let mut appended = Vec::new();
+    let mut synced = Lsn(0);
+    for index in 0..16 {
+        let bytes = record(index);
+        let end = log.append(&bytes).expect("append");
+        appended.push((end, vec![bytes]));
+        let durability = if index < 10 { Durability::Synced } else { Durability::Written };
+        log.wait(end, durability).expect("wait");
+        if durability == Durability::Synced {
+            synced = end;
+        }
+    }
+    std::mem::forget(log);
+    let mut faults = 0;
+    // Crash images whose tails are torn: a random subset of the unsynced sectors.
+    for seed in 0..8 {
+        let image = crash.state().crash(CrashMode::Random(seed));
+        for kind in [FaultKind::Write, FaultKind::ShortWrite, FaultKind::Sync, FaultKind::SyncDir] {
+            for nth in 1.. {
+                let context = format!("torn image {seed}, recovery's {kind:?} #{nth} fails");
+                let recording = image.to_recording();
+                let storage = FaultyStorage::new(recording.clone(), kind, nth, false);
+                let outcome = Log::open_with_storage(Path::new(DIR), config(), storage.clone())
+                    .map(|(log, recovery)| (log, common::group_images(recovery, &context)));
+                if storage.injected() == 0 {
+                    outcome.unwrap_or_else(|error| panic!("{context}: fault-free open failed: {error}"));
+                    break;
+                }
+                faults += 1;
+                match outcome {
+                    Err(Error::Io { .. }) => {}
+                    Err(other) => panic!("{context}: failed with {other}, not the I/O error"),
+                    Ok(_) => panic!("{context}: the open succeeded over a failed repair"),
+                }
+                for mode in [CrashMode::DropUnsynced, CrashMode::KeepAll] {
+                    let context = format!("{context}, then {mode:?}");
+                    let after = recording.state().crash(mode);
+                    let (_, recovery) = Log::open_with_storage(Path::new(DIR), config(), after.to_storage())
+                        .unwrap_or_else(|error| panic!("{context}: reopen: {error}"));
+                    let checkpoint = recovery.checkpoint_lsn();
+                    let groups = common::group_images(recovery, &context);
+                    let end = common::assert_recovered_prefix(&context, checkpoint, &groups, &appended);
+                    assert!(end >= synced, "{context}: Synced up to {synced:?}, recovered to {end:?}");
+                }
+            }
+        }
+    }
+    assert!(faults > 0, "no recovery repaired anything");
+    eprintln!("{faults} faults injected into recoveries");
 }

@@ -106,9 +106,9 @@ pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Stor
     // redo.0000 was renamed first, after every file was synced under its
     // temporary name: roll the other renames forward.
     let mut renamed = false;
-    for index in 1..FILE_COUNT as usize {
+    for (index, &found) in present.iter().enumerate().skip(1) {
         let temp = dir.join(temp_file_name(index));
-        if !present[index] && leftovers.contains(&temp) {
+        if !found && leftovers.contains(&temp) {
             let to = file_path(dir, index);
             storage.rename(&temp, &to).map_err(|source| Error::io("rename", &temp, source))?;
             leftovers.retain(|path| *path != temp);

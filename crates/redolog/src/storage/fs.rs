@@ -73,24 +73,35 @@ impl StorageFile for FsFile {
         if let [single] = bufs {
             return self.file.write_all_at(single, offset);
         }
-        let mut done: usize = 0;
-        let total: usize = bufs.iter().map(|buf| buf.len()).sum();
-        while done < total {
-            let mut slices = [IoSlice::new(&[]); SLICES_MAX];
-            let count = remaining_slices(bufs, done, &mut slices);
-            match rustix::io::pwritev(&self.file, &slices[..count], offset + done as u64) {
-                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "pwritev wrote 0 bytes")),
-                Ok(written) => done += written,
-                Err(rustix::io::Errno::INTR) => {}
-                Err(errno) => return Err(errno.into()),
-            }
-        }
-        Ok(())
+        write_all_vectored(bufs, offset, |slices, at| rustix::io::pwritev(&self.file, slices, at))
     }
 
     fn sync_data(&self) -> io::Result<()> {
         self.file.sync_data()
     }
+}
+
+/// Writes all of `bufs` at `offset` through `pwritev`, looping over short
+/// writes and `EINTR`; any other error (and a write of 0 bytes) is returned, so
+/// a write is either complete or an `Err` (docs/RELIABILITY.md E6).
+fn write_all_vectored(
+    bufs: &[&[u8]],
+    offset: u64,
+    mut pwritev: impl FnMut(&[IoSlice<'_>], u64) -> rustix::io::Result<usize>,
+) -> io::Result<()> {
+    let mut done: usize = 0;
+    let total: usize = bufs.iter().map(|buf| buf.len()).sum();
+    while done < total {
+        let mut slices = [IoSlice::new(&[]); SLICES_MAX];
+        let count = remaining_slices(bufs, done, &mut slices);
+        match pwritev(&slices[..count], offset + done as u64) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "pwritev wrote 0 bytes")),
+            Ok(written) => done += written,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(errno) => return Err(errno.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Slices per `pwritev` call: the writer passes at most three (two ring pieces and
@@ -127,6 +138,45 @@ mod tests {
         let count = remaining_slices(&bufs, 4, &mut slices);
         let joined: Vec<u8> = slices[..count].iter().flat_map(|slice| slice.iter().copied()).collect();
         assert_eq!(joined, b"efgh");
+    }
+
+    /// E6: short writes and EINTR are looped over until every byte landed in
+    /// place; EAGAIN and a zero-byte write are errors, never a partial success.
+    #[test]
+    fn short_writes_and_eintr_complete_the_write() {
+        let bufs: [&[u8]; 4] = [b"redo", b"", b"log-", b"0123456789"];
+        let expected: Vec<u8> = bufs.concat();
+        for step in 1..=expected.len() {
+            let mut file = vec![0u8; 5 + expected.len()];
+            let mut calls = 0;
+            write_all_vectored(&bufs, 5, |slices, at| {
+                calls += 1;
+                if calls % 3 == 0 {
+                    return Err(rustix::io::Errno::INTR);
+                }
+                let landed: Vec<u8> = slices.iter().flat_map(|slice| slice.iter().copied()).take(step).collect();
+                file[at as usize..at as usize + landed.len()].copy_from_slice(&landed);
+                let written = landed.len();
+                Ok(written)
+            })
+            .expect("write");
+            assert_eq!(&file[5..], &expected[..], "{step} bytes per call");
+        }
+        for (errno, kind) in
+            [(Some(rustix::io::Errno::AGAIN), io::ErrorKind::WouldBlock), (None, io::ErrorKind::WriteZero)]
+        {
+            let mut calls = 0;
+            let error = write_all_vectored(&bufs, 0, |_, _| {
+                calls += 1;
+                match (calls, errno) {
+                    (1, _) => Ok(3),
+                    (_, Some(errno)) => Err(errno),
+                    (_, None) => Ok(0),
+                }
+            })
+            .expect_err("an error after a short write");
+            assert_eq!(error.kind(), kind, "{error}");
+        }
     }
 
     #[test]
