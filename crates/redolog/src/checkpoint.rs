@@ -1,8 +1,9 @@
 //! Checkpoints: the caller's promise that everything before an LSN is persistent
 //! elsewhere, stored in two alternating slots (docs/DESIGN.md §1.8, INV-7, INV-15).
 
-use crate::core::Shared;
+use crate::core::{PoisonOnPanic, Shared};
 use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
 use crate::format::{CheckpointSlot, CHECKPOINT_SLOT_OFFSETS};
 use crate::lsn::Lsn;
 use crate::sync::atomic::Ordering;
@@ -43,12 +44,18 @@ impl Shared {
         let offset = CHECKPOINT_SLOT_OFFSETS[CheckpointSlot::slot_index(number)];
         let (file, path) = (&self.files.handles[0], &self.files.paths[0]);
         let failure = |op, source| IoFailure { op, path: path.clone(), source };
+        // A panic between the write and its sync leaves the slot's state unknown.
+        let _guard = PoisonOnPanic { shared: self, op: "checkpoint" };
         // INV-15: this slot held checkpoint `number - 2`; the other slot keeps
         // `number - 1` intact, so a torn write here loses only this checkpoint.
-        file.write_all_at(&[&slot.encode()], offset).map_err(|source| self.poison(failure("write", source)))?;
+        failpoint("checkpoint.write")
+            .and_then(|()| file.write_all_at(&[&slot.encode()], offset))
+            .map_err(|source| self.poison(failure("write", source)))?;
         // Until this returns, a crash recovers from checkpoint `number - 1`, whose
         // log is intact because the writer never passed its limit (INV-7).
-        file.sync_data().map_err(|source| self.poison(failure("fdatasync", source)))?;
+        failpoint("checkpoint.sync")
+            .and_then(|()| file.sync_data())
+            .map_err(|source| self.poison(failure("fdatasync", source)))?;
         state.number = number;
         state.lsn = lsn;
         self.checkpoint_lsn.store(lsn.0, Ordering::SeqCst);

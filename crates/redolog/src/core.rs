@@ -238,6 +238,35 @@ impl Shared {
         self.poison_error()
     }
 
+    /// Poisons the log if the calling thread is panicking: a panic while holding
+    /// a role (a failing `Storage`, say) leaves state nobody can vouch for, such
+    /// as whether an fdatasync happened or how far a write got, so it fails the
+    /// log like an I/O error (INV-6) instead of letting a successor retry the
+    /// operation, and wakes every waiter instead of leaving them parked.
+    pub(crate) fn poison_if_panicking(&self, op: &'static str) {
+        if std::thread::panicking() {
+            let thread = std::thread::current().name().unwrap_or("an unnamed thread").to_owned();
+            let source = std::io::Error::other(format!("the thread panicked during {op}"));
+            self.poison(IoFailure { op, path: thread.into(), source });
+        }
+    }
+}
+
+/// Calls [`Shared::poison_if_panicking`] when dropped: held across a stretch of
+/// code that does I/O outside the write and sync roles (a checkpoint) or for a
+/// log thread's whole life.
+pub(crate) struct PoisonOnPanic<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) op: &'static str,
+}
+
+impl Drop for PoisonOnPanic<'_> {
+    fn drop(&mut self) {
+        self.shared.poison_if_panicking(self.op);
+    }
+}
+
+impl Shared {
     pub(crate) fn wake_everyone(&self) {
         self.ready_events.notify_all();
         self.write_events.notify_all();

@@ -37,6 +37,7 @@ mod config;
 mod core;
 mod cpu;
 mod error;
+mod failpoint;
 mod format;
 mod layout;
 mod link_buf;
@@ -53,6 +54,8 @@ mod writer;
 
 pub use config::{Config, Durability, Pipeline};
 pub use error::{Error, Result};
+#[cfg(feature = "failpoints")]
+pub use failpoint::FAILPOINTS;
 pub use hdrhistogram::Histogram;
 pub use log::Log;
 pub use lsn::Lsn;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::buffer::RingBuffer;
+use crate::failpoint::failpoint;
 use crate::format::{BlockHeader, BLOCK_BYTES, BLOCK_HEADER_BYTES};
 use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
@@ -69,11 +70,8 @@ impl Files {
         for file_index in layout.files_between(from.block(), last_data_block(to)) {
             // INV-5: `synced` moves only after this returns Ok for every file.
             // A failure is never retried (INV-6): the caller poisons the log.
-            self.handles[file_index].sync_data().map_err(|source| IoFailure {
-                op: "fdatasync",
-                path: self.paths[file_index].clone(),
-                source,
-            })?;
+            let result = failpoint("writer.sync").and_then(|()| self.handles[file_index].sync_data());
+            result.map_err(|source| IoFailure { op: "fdatasync", path: self.paths[file_index].clone(), source })?;
             let now = Instant::now();
             on_sync(now - done.finished);
             done.finished = now;
@@ -158,11 +156,9 @@ impl Writer {
                 slices[count] = &self.partial[..];
                 count += 1;
             }
-            files.handles[run.file_index].write_all_at(&slices[..count], run.offset).map_err(|source| IoFailure {
-                op: "write",
-                path: files.paths[run.file_index].clone(),
-                source,
-            })?;
+            let file = &files.handles[run.file_index];
+            let result = failpoint("writer.write").and_then(|()| file.write_all_at(&slices[..count], run.offset));
+            result.map_err(|source| IoFailure { op: "write", path: files.paths[run.file_index].clone(), source })?;
             done.calls += 1;
             done.bytes += run.count * BLOCK_BYTES as u64;
         }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crate::core::Shared;
+use crate::core::{PoisonOnPanic, Shared};
 use crate::error::{Error, Result};
 use crate::metrics::WaitCounters;
 use crate::sync::atomic::Ordering;
@@ -40,6 +40,9 @@ pub(crate) fn spawn_log_threads(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<(
         let thread = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
+                // A log thread that dies leaves nobody to write or sync while the
+                // dedicated pipeline is active: poison, so waiters get an error.
+                let _guard = PoisonOnPanic { shared: &shared, op: "log thread" };
                 place_this_thread(name, &shared.config.log_thread_cpus, shared.config.log_thread_nice);
                 body(&shared);
             })

@@ -16,8 +16,9 @@
 //! holder whose pass covered `L` (it wakes exactly the tokens `<= ` its new value),
 //! a releaser that kicks it as successor (INV-11), or the poisoner. The write and
 //! sync roles are separate, so the next group is written while the previous one's
-//! fdatasync is in flight. A leader releases its role in `Drop`, so a panicking
-//! leader still hands off.
+//! fdatasync is in flight. A leader releases its role in `Drop`; a leader that
+//! panics poisons the log first, so every waiter wakes to an error and nobody
+//! retries the operation that panicked.
 
 use std::time::Instant;
 
@@ -54,6 +55,8 @@ pub(super) struct WriteLeader<'a> {
 
 impl Drop for WriteLeader<'_> {
     fn drop(&mut self) {
+        // Before the release: a successor must see the poison, not redo the write.
+        self.shared.poison_if_panicking("write");
         if let Some(writer) = self.writer.take() {
             self.shared.write_role.release(writer);
         }
@@ -69,6 +72,8 @@ pub(super) struct SyncLeader<'a> {
 
 impl Drop for SyncLeader<'_> {
     fn drop(&mut self) {
+        // Before the release: a successor must not retry the fdatasync (INV-6).
+        self.shared.poison_if_panicking("fdatasync");
         if let Some(role) = self.role.take() {
             self.shared.sync_role.release(role);
         }

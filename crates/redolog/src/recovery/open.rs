@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::config::{Config, FILE_DATA_BYTES_MIN};
 use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
 use crate::format::{
     CheckpointSlot, FileHeader, BLOCK_BYTES, CHECKPOINT_SLOT_OFFSETS, FILE_COUNT, FILE_HEADER_AREA_BYTES,
     FORMAT_VERSION,
@@ -110,13 +111,17 @@ pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Stor
         let temp = dir.join(temp_file_name(index));
         if !found && leftovers.contains(&temp) {
             let to = file_path(dir, index);
-            storage.rename(&temp, &to).map_err(|source| Error::io("rename", &temp, source))?;
+            failpoint("rollforward.rename")
+                .and_then(|()| storage.rename(&temp, &to))
+                .map_err(|source| Error::io("rename", &temp, source))?;
             leftovers.retain(|path| *path != temp);
             renamed = true;
         }
     }
     if renamed && leftovers.is_empty() {
-        storage.sync_dir(dir).map_err(|source| Error::io("fsync directory", dir, source))?;
+        failpoint("rollforward.sync_dir")
+            .and_then(|()| storage.sync_dir(dir))
+            .map_err(|source| Error::io("fsync directory", dir, source))?;
     }
     remove_leftovers(dir, storage, &leftovers)?;
     open_existing(dir, storage, ScanMode::Repair)
@@ -127,9 +132,13 @@ fn remove_leftovers(dir: &Path, storage: &Arc<dyn Storage>, leftovers: &[PathBuf
         return Ok(());
     }
     for path in leftovers {
-        storage.remove_file(path).map_err(|source| Error::io("remove", path, source))?;
+        failpoint("leftovers.remove")
+            .and_then(|()| storage.remove_file(path))
+            .map_err(|source| Error::io("remove", path, source))?;
     }
-    storage.sync_dir(dir).map_err(|source| Error::io("fsync directory", dir, source))
+    failpoint("leftovers.sync_dir")
+        .and_then(|()| storage.sync_dir(dir))
+        .map_err(|source| Error::io("fsync directory", dir, source))
 }
 
 fn random_log_id() -> Result<u128> {
@@ -162,9 +171,13 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
     let zeros = vec![0u8; ZERO_CHUNK_BYTES];
     for index in 0..FILE_COUNT as usize {
         let path = dir.join(temp_file_name(index));
-        let file = storage.open_file(&path, true).map_err(|source| Error::io("create", &path, source))?;
+        let file = failpoint("create.open")
+            .and_then(|()| storage.open_file(&path, true))
+            .map_err(|source| Error::io("create", &path, source))?;
         let write = |bytes: &[u8], offset: u64| {
-            file.write_all_at(&[bytes], offset).map_err(|source| Error::io("write", &path, source))
+            failpoint("create.write")
+                .and_then(|()| file.write_all_at(&[bytes], offset))
+                .map_err(|source| Error::io("write", &path, source))
         };
         // Zero-filled, not fallocated: a later write into an unwritten extent makes
         // fdatasync commit metadata (docs/DESIGN.md §6 measured 1.5× the latency).
@@ -179,16 +192,24 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
             write(&checkpoint.encode(), CHECKPOINT_SLOT_OFFSETS[0])?;
         }
         // The content must be durable before a name can make the log exist.
-        file.sync_data().map_err(|source| Error::io("fdatasync", &path, source))?;
+        failpoint("create.sync")
+            .and_then(|()| file.sync_data())
+            .map_err(|source| Error::io("fdatasync", &path, source))?;
     }
-    let sync_dir = || storage.sync_dir(dir).map_err(|source| Error::io("fsync directory", dir, source));
+    let sync_dir = || {
+        failpoint("create.sync_dir")
+            .and_then(|()| storage.sync_dir(dir))
+            .map_err(|source| Error::io("fsync directory", dir, source))
+    };
     sync_dir()?;
     // redo.0000 first, made durable before the others are renamed: a crash at any
     // point leaves either no redo.0000 (created again) or redo.0000 with the
     // rest under final or temporary names (the next open finishes the renames).
     for index in 0..FILE_COUNT as usize {
         let (from, to) = (dir.join(temp_file_name(index)), file_path(dir, index));
-        storage.rename(&from, &to).map_err(|source| Error::io("rename", &from, source))?;
+        failpoint("create.rename")
+            .and_then(|()| storage.rename(&from, &to))
+            .map_err(|source| Error::io("rename", &from, source))?;
         if index == 0 {
             sync_dir()?;
         }
@@ -213,7 +234,8 @@ fn open_files(dir: &Path, storage: &Arc<dyn Storage>) -> Result<Files> {
     let mut paths = Vec::new();
     for index in 0..FILE_COUNT as usize {
         let path = file_path(dir, index);
-        let handle = storage.open_file(&path, false).map_err(|source| match source.kind() {
+        let handle = failpoint("files.open").and_then(|()| storage.open_file(&path, false));
+        let handle = handle.map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => Error::MissingFile { path: path.clone(), reason: "not found".into() },
             _ => Error::io("open", &path, source),
         })?;

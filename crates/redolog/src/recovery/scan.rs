@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
 use crate::format::{
     read_block_header, BlockHeader, BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES,
     CHECKPOINT_CLEAN_SHUTDOWN,
@@ -245,8 +246,8 @@ fn erase_tail(
     // The erase must be durable before any new append reuses these blocks: else a
     // crash could resurrect the stale bytes behind new ones.
     for file_index in layout.files_between(end.block(), BlockNo(last.max(end.block().0 + 1) - 1)) {
-        files.handles[file_index]
-            .sync_data()
+        failpoint("repair.sync")
+            .and_then(|()| files.handles[file_index].sync_data())
             .map_err(|source| Error::io("fdatasync", files.paths[file_index].clone(), source))?;
     }
     Ok((erased, last_block))
@@ -257,8 +258,9 @@ fn write_blocks(files: &Files, layout: &Layout, first: BlockNo, images: &[u8]) -
     let mut done = 0usize;
     for run in layout.runs(first, (images.len() / BLOCK_BYTES) as u64) {
         let len = run.count as usize * BLOCK_BYTES;
-        files.handles[run.file_index]
-            .write_all_at(&[&images[done..done + len]], run.offset)
+        let file = &files.handles[run.file_index];
+        failpoint("repair.write")
+            .and_then(|()| file.write_all_at(&[&images[done..done + len]], run.offset))
             .map_err(|source| Error::io("write", files.paths[run.file_index].clone(), source))?;
         done += len;
     }
