@@ -10,8 +10,14 @@
 //! next commit only after the previous one was acknowledged, so at most its last
 //! one can be unacknowledged). Then the parent checkpoints, as an engine that
 //! flushed its pages would, and the next round continues the same log.
+//! Rounds rotate through four ways to die (C12, C13): SIGKILL at a random time
+//! on the real file system; the same on a storage that keeps every write in the
+//! process until its fdatasync (so the kill also loses all unsynced data, as a
+//! power loss would); `abort()` at the k-th hit of a random failpoint
+//! (`redolog::FAILPOINTS`, chosen by the parent); and that abort on the storage
+//! that loses unsynced data.
 //!
-//! 50 rounds by default (6.7 s in a debug build); more: `REDOLOG_CRASH_ROUNDS=1000 cargo test
+//! 50 rounds by default (7.7 s in a debug build); more: `REDOLOG_CRASH_ROUNDS=1000 cargo test
 //! --release -p redolog --test crash_kill`, or the 500-round `--ignored` test.
 
 mod common;
@@ -23,10 +29,15 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redolog::{Config, Durability, Log, Lsn};
+use redolog::storage::{FsStorage, Storage, StorageFile};
+use redolog::{Config, Durability, Log, Lsn, FAILPOINTS};
 
 const CHILD_ENV: &str = "REDOLOG_CRASH_CHILD";
 const THREADS: u32 = 8;
+
+/// Failpoints a child passes, with how many of their hits to choose from.
+const CHILD_FAILPOINTS: [(&str, u32); 5] =
+    [("files.open", 4), ("repair.write", 2), ("repair.sync", 2), ("writer.write", 40), ("writer.sync", 40)];
 
 fn config() -> Config {
     Config { capacity_bytes: 32 << 20, buffer_bytes: 256 << 10, ..Config::default() }
@@ -61,13 +72,143 @@ fn group_id(records: &[Vec<u8>]) -> Option<(u32, u32, u32)> {
     }
 }
 
+/// Storage whose writes stay in the process until `sync_data`: a killed process
+/// loses every unsynced write, as a power loss would lose the page cache. Only
+/// file contents are volatile; names are durable at once (`crash_states` covers
+/// directory crashes).
+#[derive(Debug)]
+struct UnsyncedLost;
+
+#[derive(Debug)]
+struct VolatileFile {
+    inner: Arc<dyn StorageFile>,
+    /// Unsynced writes, in order.
+    pending: parking_lot::Mutex<Vec<(u64, Vec<u8>)>>,
+}
+
+impl Storage for UnsyncedLost {
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        FsStorage.create_dir_all(dir)
+    }
+    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        FsStorage.list_dir(dir)
+    }
+    fn open_file(&self, path: &Path, create: bool) -> std::io::Result<Arc<dyn StorageFile>> {
+        let inner = FsStorage.open_file(path, create)?;
+        Ok(Arc::new(VolatileFile { inner, pending: parking_lot::Mutex::new(Vec::new()) }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        FsStorage.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        FsStorage.remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        FsStorage.sync_dir(dir)
+    }
+}
+
+impl StorageFile for VolatileFile {
+    fn size(&self) -> std::io::Result<u64> {
+        let pending = self.pending.lock();
+        let end = pending.iter().map(|(offset, bytes)| offset + bytes.len() as u64).max().unwrap_or(0);
+        Ok(self.inner.size()?.max(end))
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let pending = self.pending.lock();
+        let durable = self.inner.size()?;
+        let from_file = (durable.saturating_sub(offset) as usize).min(buf.len());
+        self.inner.read_exact_at(&mut buf[..from_file], offset)?;
+        buf[from_file..].fill(0);
+        for (at, bytes) in pending.iter() {
+            let (start, end) = ((*at).max(offset), (at + bytes.len() as u64).min(offset + buf.len() as u64));
+            if start < end {
+                let (into, from, len) = ((start - offset) as usize, (start - at) as usize, (end - start) as usize);
+                buf[into..into + len].copy_from_slice(&bytes[from..from + len]);
+            }
+        }
+        Ok(())
+    }
+    fn write_all_at(&self, bufs: &[&[u8]], offset: u64) -> std::io::Result<()> {
+        self.pending.lock().push((offset, bufs.concat()));
+        Ok(())
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        // Into the real file's page cache, which survives the kill; no real
+        // fdatasync is needed for a process crash.
+        let mut pending = self.pending.lock();
+        for (offset, bytes) in pending.drain(..) {
+            self.inner.write_all_at(&[&bytes], offset)?;
+        }
+        Ok(())
+    }
+}
+
+/// How a round's child dies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Death {
+    Kill,
+    KillLosingUnsynced,
+    /// `abort()` at hit `hit` of failpoint `FAILPOINTS[failpoint]`.
+    Abort {
+        failpoint: usize,
+        hit: u32,
+    },
+    AbortLosingUnsynced {
+        failpoint: usize,
+        hit: u32,
+    },
+}
+
+impl Death {
+    fn encode(self) -> String {
+        match self {
+            Death::Kill => "kill".into(),
+            Death::KillLosingUnsynced => "kill-lose".into(),
+            Death::Abort { failpoint, hit } => format!("abort {failpoint} {hit}"),
+            Death::AbortLosingUnsynced { failpoint, hit } => format!("abort-lose {failpoint} {hit}"),
+        }
+    }
+
+    fn decode(text: &str) -> Death {
+        let fields: Vec<&str> = text.split(' ').collect();
+        let number = |index: usize| fields[index].parse::<u32>().expect("death");
+        match fields[0] {
+            "kill" => Death::Kill,
+            "kill-lose" => Death::KillLosingUnsynced,
+            "abort" => Death::Abort { failpoint: number(1) as usize, hit: number(2) },
+            _ => Death::AbortLosingUnsynced { failpoint: number(1) as usize, hit: number(2) },
+        }
+    }
+
+    fn loses_unsynced(self) -> bool {
+        matches!(self, Death::KillLosingUnsynced | Death::AbortLosingUnsynced { .. })
+    }
+}
+
 /// The child: commit until killed. Does nothing unless started by the parent.
 #[test]
 #[ignore = "the child process of the crash tests; a no-op unless REDOLOG_CRASH_CHILD is set"]
 fn crash_child() {
     let Some(dir) = std::env::var_os(CHILD_ENV) else { return };
     let round: u32 = std::env::var("REDOLOG_CRASH_ROUND").expect("round").parse().expect("round number");
-    let (log, recovery) = Log::open(&dir, config()).expect("child open");
+    let death = Death::decode(&std::env::var("REDOLOG_CRASH_DEATH").expect("death"));
+    if let Death::Abort { failpoint, hit } | Death::AbortLosingUnsynced { failpoint, hit } = death {
+        let hits = std::sync::atomic::AtomicU32::new(0);
+        fail::cfg_callback(FAILPOINTS[failpoint], move || {
+            if hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == hit {
+                std::process::abort(); // dies here, mid-operation, like a SIGKILL
+            }
+        })
+        .expect("configure the failpoint");
+    }
+    let dir = Path::new(&dir);
+    let opened = if death.loses_unsynced() {
+        Log::open_with_storage(dir, config(), UnsyncedLost)
+    } else {
+        Log::open(dir, config())
+    };
+    let (log, recovery) = opened.expect("child open");
     drop(recovery);
     let log = Arc::new(log);
     let stdout = Arc::new(parking_lot::Mutex::new(std::io::stdout()));
@@ -96,11 +237,14 @@ fn crash_child() {
 /// What the child acknowledged: (round, thread, index) → end LSN.
 type Acks = BTreeMap<(u32, u32, u32), Lsn>;
 
-fn run_child(dir: &Path, round: u32, delay: Duration) -> Acks {
+/// Runs a child until it dies; returns its acknowledgements and whether it
+/// aborted (at its failpoint) before the parent's SIGKILL.
+fn run_child(dir: &Path, round: u32, death: Death, delay: Duration) -> (Acks, bool) {
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
         .args(["crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, dir)
         .env("REDOLOG_CRASH_ROUND", round.to_string())
+        .env("REDOLOG_CRASH_DEATH", death.encode())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -120,10 +264,11 @@ fn run_child(dir: &Path, round: u32, delay: Duration) -> Acks {
         acks
     });
     std::thread::sleep(delay);
-    // SIGKILL: the process gets no chance to close or flush anything.
-    child.kill().expect("kill child");
-    child.wait().expect("reap child");
-    reader.join().expect("reader")
+    // SIGKILL: the process gets no chance to close or flush anything (an
+    // aborting child may be dead already).
+    let _ = child.kill();
+    let status = child.wait().expect("reap child");
+    (reader.join().expect("reader"), std::os::unix::process::ExitStatusExt::signal(&status) == Some(6))
 }
 
 /// Reopens the log, checks the round's oracle, and checkpoints at the end.
@@ -154,7 +299,7 @@ fn crash_rounds(rounds: u32) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut seed = getrandom::u64().expect("seed") | 1;
     eprintln!("crash_kill: seed {seed}, {rounds} rounds");
-    let (mut acknowledged, mut recovered) = (0, 0);
+    let (mut acknowledged, mut recovered, mut aborts) = (0, 0, 0);
     let started = Instant::now();
     for round in 0..rounds {
         // xorshift64: the delays are reproducible from the printed seed.
@@ -163,15 +308,29 @@ fn crash_rounds(rounds: u32) {
         seed ^= seed << 17;
         // One round in five dies within 10 ms: while opening, i.e. in recovery.
         let delay_ms = if seed % 5 == 0 { seed % 10 } else { 20 + seed % 180 };
-        let acks = run_child(dir.path(), round, Duration::from_millis(delay_ms));
+        // The failpoints a committing child passes: its open and recovery, its
+        // writes and syncs.
+        let (name, hits) = CHILD_FAILPOINTS[(seed >> 8) as usize % CHILD_FAILPOINTS.len()];
+        let failpoint = FAILPOINTS.iter().position(|listed| *listed == name).expect("a listed failpoint");
+        let hit = 1 + (seed >> 16) as u32 % hits;
+        let death = match round % 4 {
+            0 => Death::Kill,
+            1 => Death::KillLosingUnsynced,
+            2 => Death::Abort { failpoint, hit },
+            _ => Death::AbortLosingUnsynced { failpoint, hit },
+        };
+        let (acks, aborted) = run_child(dir.path(), round, death, Duration::from_millis(delay_ms));
+        aborts += u32::from(aborted);
         acknowledged += acks.len();
         recovered += verify_round(dir.path(), round, &acks);
     }
     eprintln!(
-        "crash_kill: {rounds} rounds, {acknowledged} acknowledged commits, {recovered} recovered groups, 0 violations, {:.1} s",
+        "crash_kill: {rounds} rounds ({aborts} died at a failpoint), {acknowledged} acknowledged commits, \
+         {recovered} recovered groups, 0 violations, {:.1} s",
         started.elapsed().as_secs_f64()
     );
     assert!(acknowledged > 0, "the child never acknowledged a commit: the test tested nothing");
+    assert!(rounds < 8 || aborts > 0, "no child died at a failpoint");
 }
 
 #[test]
