@@ -1,7 +1,10 @@
 //! Goal: the hand-offs between the dedicated log writer, the log flusher and a
 //! committing thread lose no wake-up and acknowledge nothing before the covering
-//! sync, also while the pipeline switches (docs/DESIGN.md §1.11, INV-5, INV-10,
-//! INV-11, INV-17).
+//! sync, also while the pipeline switches; a committer waiting for ring space
+//! or a writer waiting for a checkpoint to free file space is woken; and a
+//! failed fdatasync reaches every waiter as an error, never as an
+//! acknowledgement (docs/DESIGN.md §1.11, INV-5 to INV-8, INV-10, INV-11,
+//! INV-17; docs/RELIABILITY.md K1).
 //! Method: loom compiles the real event slots (`src/wait/event.rs`: count in,
 //! fence E1, validate under the lot's lock, park; publish, fence E2, read the
 //! counts, unpark the covered tokens; delegated notification; successor kicks)
@@ -73,11 +76,18 @@ struct Log {
     sync_held: AtomicBool,
     active: AtomicU8,
     stop: AtomicBool,
+    /// Set by a failed fdatasync (`Shared::poison`).
+    poisoned: AtomicBool,
+    /// The next fdatasync fails.
+    fail_sync: AtomicBool,
+    /// The writer may write below this LSN (the checkpoint's file limit, INV-7).
+    file_limit: AtomicU64,
     ready_events: EventSlots,
     write_events: EventSlots,
     sync_events: EventSlots,
     flusher_event: EventSlots,
     pipeline_events: EventSlots,
+    space_events: EventSlots,
 }
 
 impl Log {
@@ -93,12 +103,45 @@ impl Log {
             sync_held: AtomicBool::new(false),
             active: AtomicU8::new(mode),
             stop: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
+            fail_sync: AtomicBool::new(false),
+            file_limit: AtomicU64::new(u64::MAX),
             ready_events: EventSlots::new(SLOTS),
             write_events: EventSlots::new(SLOTS),
             sync_events: EventSlots::new(SLOTS),
             flusher_event: EventSlots::new(1),
             pipeline_events: EventSlots::new(1),
+            space_events: EventSlots::new(1),
         }
+    }
+
+    fn poisoned(&self) -> bool {
+        self.poisoned.load(SeqCst)
+    }
+
+    /// `Shared::poison`: set the flag, then `wake_everyone`.
+    fn poison(&self) {
+        self.poisoned.store(true, SeqCst);
+        self.wake_everyone();
+    }
+
+    fn wake_everyone(&self) {
+        for event in [
+            &self.ready_events,
+            &self.write_events,
+            &self.sync_events,
+            &self.space_events,
+            &self.flusher_event,
+            &self.pipeline_events,
+        ] {
+            event.notify_all();
+        }
+    }
+
+    /// A checkpoint completes: the file limit moves, file-space waiters wake.
+    fn checkpoint(&self, limit: u64) {
+        self.file_limit.store(limit, SeqCst);
+        self.space_events.notify_all();
     }
 
     fn users_lead(&self) -> bool {
@@ -116,22 +159,49 @@ impl Log {
         self.ready_events.notify_range(old, end);
     }
 
-    /// `write_range`: publish `written`, wake the flusher and the writers' waiters.
+    /// `writable_end` and `write_range`: write what is ready below the file
+    /// limit, publish `written`, wake the flusher and the writers' waiters.
     fn write(&self) -> bool {
+        let (written, ready) = (self.written.load(SeqCst), self.ready.load(SeqCst));
+        let upto = ready.min(self.file_limit.load(SeqCst));
+        if upto <= written {
+            return false;
+        }
+        self.written.store(upto, SeqCst);
+        self.flusher_event.notify_all();
+        self.write_events.notify_range_delegated(written, upto);
+        true
+    }
+
+    /// One pass of a write-role holder (`lead_writes`, `run_log_writer`): write
+    /// what is ready, or, if the file limit stops it, wait for a checkpoint to
+    /// move the limit (`wait_for_writable`: the limit it waits on is the one it
+    /// found too low, read once). Returns whether anything was ready.
+    fn write_or_wait_for_space(&self) -> bool {
         let (written, ready) = (self.written.load(SeqCst), self.ready.load(SeqCst));
         if ready <= written {
             return false;
         }
-        self.written.store(ready, SeqCst);
-        self.flusher_event.notify_all();
-        self.write_events.notify_range_delegated(written, ready);
+        let limit = self.file_limit.load(SeqCst);
+        if limit <= written {
+            self.space_events.wait(limit, Spin::NONE, || {
+                self.poisoned() || self.stop.load(SeqCst) || self.file_limit.load(SeqCst) > limit
+            });
+            return true;
+        }
+        self.write();
         true
     }
 
-    /// `sync_written`: the fdatasync returned Ok, then `synced` moves.
+    /// `sync_written`: the fdatasync returned Ok, then `synced` moves; a failed
+    /// one poisons the log and `synced` stays.
     fn sync(&self) -> bool {
         let (synced, written) = (self.synced.load(SeqCst), self.written.load(SeqCst));
         if written <= synced {
+            return false;
+        }
+        if self.fail_sync.swap(false, SeqCst) {
+            self.poison();
             return false;
         }
         self.synced.store(written, SeqCst);
@@ -166,61 +236,89 @@ impl Log {
     }
 
     /// `wait_synced(target)` of a committing thread, leading in group mode.
-    fn commit_wait(&self, target: u64) {
+    /// `Err` means the log was poisoned.
+    fn commit_wait(&self, target: u64) -> Result<(), ()> {
         loop {
+            if self.poisoned() {
+                return Err(());
+            }
             if self.synced.load(SeqCst) >= target {
-                return;
+                return Ok(());
             }
             if self.users_lead() && Log::take(&self.sync_held) {
-                // lead_syncs: write what is ready if the write role is free, sync.
+                // lead_syncs: check the poison under the role (no sync after a
+                // failed one, INV-6), write what is ready if the write role is
+                // free, sync.
+                if self.poisoned() {
+                    self.release_sync();
+                    return Err(());
+                }
                 if Log::take(&self.write_held) {
                     self.write();
                     self.release_write();
                 }
                 self.sync();
                 self.release_sync();
-                if self.synced.load(SeqCst) < target && self.written.load(SeqCst) < target {
+                if !self.poisoned() && self.synced.load(SeqCst) < target && self.written.load(SeqCst) < target {
                     // NeedsWrite: through the write role (wait_written_for).
-                    self.commit_wait_written(target);
+                    self.commit_wait_written(target)?;
                 }
                 continue;
             }
             self.sync_demand.fetch_max(target, SeqCst);
             self.sync_events.wait(target, Spin::NONE, || {
-                self.synced.load(SeqCst) >= target || (!self.sync_held.load(SeqCst) && self.users_lead())
+                self.poisoned()
+                    || self.synced.load(SeqCst) >= target
+                    || (!self.sync_held.load(SeqCst) && self.users_lead())
             });
         }
     }
 
-    fn commit_wait_written(&self, target: u64) {
-        while self.written.load(SeqCst) < target {
+    /// `wait_written_for(target)`: also an appender's wait for ring space.
+    fn commit_wait_written(&self, target: u64) -> Result<(), ()> {
+        loop {
+            if self.poisoned() {
+                return Err(());
+            }
+            if self.written.load(SeqCst) >= target {
+                return Ok(());
+            }
             if self.users_lead() && Log::take(&self.write_held) {
-                self.write();
+                // lead_writes: the poison is checked under the role.
+                if !self.poisoned() {
+                    self.write_or_wait_for_space();
+                }
                 self.release_write();
                 continue;
             }
             self.write_demand.fetch_max(target, SeqCst);
             self.write_events.wait(target, Spin::NONE, || {
-                self.written.load(SeqCst) >= target || (!self.write_held.load(SeqCst) && self.users_lead())
+                self.poisoned()
+                    || self.written.load(SeqCst) >= target
+                    || (!self.write_held.load(SeqCst) && self.users_lead())
             });
         }
     }
 
+    /// `log_threads_stop`.
+    fn threads_stop(&self) -> bool {
+        self.stop.load(SeqCst) || self.poisoned()
+    }
+
     fn log_thread_waits_for_mode_or_role(&self, held: &AtomicBool) {
-        self.pipeline_events
-            .wait(1, Spin::NONE, || self.stop.load(SeqCst) || (!self.users_lead() && !held.load(SeqCst)));
+        self.pipeline_events.wait(1, Spin::NONE, || self.threads_stop() || (!self.users_lead() && !held.load(SeqCst)));
     }
 
     /// `run_log_writer`.
     fn run_writer(&self) {
         let mut holding = false;
-        while !self.stop.load(SeqCst) {
+        while !self.threads_stop() {
             if self.users_lead() {
                 if holding {
                     holding = false;
                     self.release_write();
                 }
-                self.pipeline_events.wait(1, Spin::NONE, || self.stop.load(SeqCst) || !self.users_lead());
+                self.pipeline_events.wait(1, Spin::NONE, || self.threads_stop() || !self.users_lead());
                 continue;
             }
             if !holding {
@@ -230,10 +328,10 @@ impl Log {
                 }
                 continue;
             }
-            if !self.write() {
+            if !self.write_or_wait_for_space() {
                 let written = self.written.load(SeqCst);
                 self.ready_events.wait(written + 1, Spin::NONE, || {
-                    self.stop.load(SeqCst) || self.users_lead() || self.ready.load(SeqCst) > written
+                    self.threads_stop() || self.users_lead() || self.ready.load(SeqCst) > written
                 });
             }
         }
@@ -245,13 +343,13 @@ impl Log {
     /// `run_log_flusher`.
     fn run_flusher(&self) {
         let mut holding = false;
-        while !self.stop.load(SeqCst) {
+        while !self.threads_stop() {
             if self.users_lead() {
                 if holding {
                     holding = false;
                     self.release_sync();
                 }
-                self.pipeline_events.wait(1, Spin::NONE, || self.stop.load(SeqCst) || !self.users_lead());
+                self.pipeline_events.wait(1, Spin::NONE, || self.threads_stop() || !self.users_lead());
                 continue;
             }
             if !holding {
@@ -264,7 +362,7 @@ impl Log {
             if !self.sync() {
                 let synced = self.synced.load(SeqCst);
                 self.flusher_event.wait(1, Spin::NONE, || {
-                    self.stop.load(SeqCst) || self.users_lead() || self.written.load(SeqCst) > synced
+                    self.threads_stop() || self.users_lead() || self.written.load(SeqCst) > synced
                 });
             }
         }
@@ -291,12 +389,7 @@ impl Log {
     fn shut_down(&self) {
         self.set_active(GROUP);
         self.stop.store(true, SeqCst);
-        // `wake_everyone`.
-        for event in
-            [&self.ready_events, &self.write_events, &self.sync_events, &self.flusher_event, &self.pipeline_events]
-        {
-            event.notify_all();
-        }
+        self.wake_everyone();
     }
 }
 
@@ -330,7 +423,7 @@ fn commit_while_switching(start: u8, switch_to: Option<u8>) {
             loom::thread::spawn(move || log.set_active(mode))
         });
         log.append(1);
-        log.commit_wait(1);
+        log.commit_wait(1).expect("not poisoned");
         assert!(log.synced.load(SeqCst) >= 1, "acknowledged before the covering sync");
         if let Some(switcher) = switcher {
             switcher.join().expect("switcher");
@@ -366,13 +459,109 @@ fn a_delegated_wake_up_reaches_every_covered_committer() {
         let other = {
             let log = log.clone();
             loom::thread::spawn(move || {
-                log.commit_wait(1);
+                log.commit_wait(1).expect("not poisoned");
                 assert!(log.synced.load(SeqCst) >= 1, "acknowledged before the covering sync");
             })
         };
-        log.commit_wait(2);
+        log.commit_wait(2).expect("not poisoned");
         assert!(log.synced.load(SeqCst) >= 2, "acknowledged before the covering sync");
         other.join().expect("committer");
         stop();
     });
+}
+
+/// An appender whose ring slot still holds unwritten bytes waits for `written`
+/// (`wait_ring_space` → `wait_written_for`) and must be woken: in group commit
+/// by a first committer that leads the write, with the dedicated pipeline by
+/// the log writer (no first committer: it would only add states).
+fn appender_waits_for_ring_space(mode: u8) {
+    check(move || {
+        let log = Arc::new(Log::new(mode));
+        let stop = start_log_threads(&log);
+        log.append(1);
+        let first = (mode == GROUP).then(|| {
+            let log = log.clone();
+            loom::thread::spawn(move || log.commit_wait(1).expect("not poisoned"))
+        });
+        // A ring of one unit: the bytes up to 2 need everything up to 1 written.
+        log.commit_wait_written(1).expect("not poisoned");
+        log.append(2);
+        log.commit_wait(2).expect("not poisoned");
+        assert!(log.synced.load(SeqCst) >= 2, "acknowledged before the covering sync");
+        if let Some(first) = first {
+            first.join().expect("first committer");
+        }
+        stop();
+    });
+}
+
+#[test]
+fn an_appender_waiting_for_ring_space_is_woken_in_group_commit() {
+    appender_waits_for_ring_space(GROUP);
+}
+
+#[test]
+fn an_appender_waiting_for_ring_space_is_woken_by_the_log_writer() {
+    appender_waits_for_ring_space(DEDICATED);
+}
+
+/// The file limit stops the writer at 1 (the checkpoint has not freed the
+/// space); a checkpoint on another thread moves it. The write-role holder
+/// waiting for file space must be woken, and the commit complete.
+fn writer_waits_for_checkpoint_space(mode: u8) {
+    check(move || {
+        let log = Arc::new(Log::new(mode));
+        log.file_limit.store(1, SeqCst);
+        let stop = start_log_threads(&log);
+        let checkpointer = {
+            let log = log.clone();
+            loom::thread::spawn(move || log.checkpoint(2))
+        };
+        log.append(2);
+        log.commit_wait(2).expect("not poisoned");
+        assert!(log.synced.load(SeqCst) >= 2, "acknowledged before the covering sync");
+        checkpointer.join().expect("checkpointer");
+        stop();
+    });
+}
+
+#[test]
+fn a_writer_waiting_for_checkpoint_space_is_woken_in_group_commit() {
+    writer_waits_for_checkpoint_space(GROUP);
+}
+
+#[test]
+fn the_log_writer_waiting_for_checkpoint_space_is_woken() {
+    writer_waits_for_checkpoint_space(DEDICATED);
+}
+
+/// The fdatasync covering two committers fails: both must return an error
+/// (no acknowledgement, no hang), whoever ran the sync.
+fn a_failed_sync_reaches_every_waiter(mode: u8) {
+    check(move || {
+        let log = Arc::new(Log::new(mode));
+        log.fail_sync.store(true, SeqCst);
+        let stop = start_log_threads(&log);
+        log.append(2);
+        let other = {
+            let log = log.clone();
+            loom::thread::spawn(move || {
+                assert_eq!(log.commit_wait(1), Err(()), "acknowledged over a failed sync");
+            })
+        };
+        assert_eq!(log.commit_wait(2), Err(()), "acknowledged over a failed sync");
+        assert_eq!(log.synced.load(SeqCst), 0, "synced moved over a failed sync");
+        other.join().expect("committer");
+        stop();
+    });
+}
+
+#[test]
+fn a_failed_sync_reaches_every_waiter_in_group_commit() {
+    a_failed_sync_reaches_every_waiter(GROUP);
+}
+
+#[test]
+fn a_failed_sync_of_the_log_flusher_reaches_every_waiter() {
+    a_failed_sync_reaches_every_waiter(DEDICATED);
 }
