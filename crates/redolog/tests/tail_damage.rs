@@ -180,3 +180,31 @@ fn a_payload_holding_a_serialized_log_is_never_read_as_log() {
         assert_eq!(recovered, expected, "cut at {cut}: only the groups before the damage");
     }
 }
+
+/// Found by the `mutated_log` fuzzer (it panicked in recovery): a checkpoint
+/// inside a block means the block held synced data, so that block damaged is
+/// corruption at the checkpoint — whatever the rest of the log holds.
+#[test]
+fn a_damaged_block_holding_the_checkpoint_is_corruption() {
+    for close in [true, false] {
+        let storage = CrashStorage::new();
+        let (log, _) = Log::open_with_storage(Path::new(DIR), config(), storage.clone()).expect("create");
+        let end = log.commit(&[7u8; 100], Durability::Synced).expect("commit");
+        log.checkpoint(end).expect("checkpoint");
+        if close {
+            log.close().expect("close");
+        }
+        let mut image = storage.state().crash(CrashMode::KeepAll);
+        drop(log);
+        let (path, offset) = byte_place(&config(), end.0 - 50);
+        image.files.get_mut(&path).expect("log file")[offset] ^= 0x40;
+        match open(&image) {
+            Err(Error::Corruption { lsn, reason, .. }) => {
+                assert_eq!(lsn, end, "close {close}: {reason}");
+                assert!(reason.contains("checkpoint"), "close {close}: {reason}");
+            }
+            Err(other) => panic!("close {close}: expected corruption, got {other}"),
+            Ok(_) => panic!("close {close}: opened over a damaged checkpoint block"),
+        }
+    }
+}

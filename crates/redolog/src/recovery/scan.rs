@@ -69,8 +69,16 @@ fn find_start(files: &Arc<Files>, layout: &Layout, checkpoint: Lsn, group_bytes_
     let at_checkpoint = Start { lsn: checkpoint, torn_group_end: None };
     let mut blocks = BlockReader::new(files.clone(), *layout);
     // Nothing durable at the checkpoint: the log continues there. If data after it
-    // had been synced, the durable-frontier check reports the damage.
-    let BlockState::Valid(header) = blocks.state(checkpoint.block())? else {
+    // had been synced, the durable-frontier check reports the damage. But a
+    // checkpoint inside a block means that block held synced data: no crash can
+    // leave it invalid, so it is damage (found by the mutated_log fuzzer, which
+    // reached the `unreachable!` in `erase_tail` this way).
+    let state = blocks.state(checkpoint.block())?;
+    let BlockState::Valid(header) = state else {
+        if checkpoint.offset_in_block() > BLOCK_HEADER_BYTES {
+            let reason = format!("{} block holds the checkpoint", describe(state));
+            return Err(blocks.corruption(checkpoint, reason));
+        }
         return Ok(at_checkpoint);
     };
     let offset = checkpoint.offset_in_block();
@@ -211,8 +219,12 @@ fn erase_tail(
     let mut last_block = continuation_block(blocks, end)?;
     let first_zeroed = if end.offset_in_block() > BLOCK_HEADER_BYTES {
         let mut image = blocks.read(end.block())?.to_vec();
-        let BlockState::Valid(header) = read_block_header(&image, end.block()) else {
-            unreachable!("a block holding data before the end is valid");
+        // Valid: the groups before `end` were read from it, or `end` is the
+        // checkpoint, whose block `find_start` checked. Bad input must still
+        // never panic.
+        let state = read_block_header(&image, end.block());
+        let BlockState::Valid(header) = state else {
+            return Err(blocks.corruption(end, format!("{} block holds the end of the log", describe(state))));
         };
         let data_len = end.offset_in_block() - BLOCK_HEADER_BYTES;
         image[BLOCK_HEADER_BYTES + data_len..].fill(0);
