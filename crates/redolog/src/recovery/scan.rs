@@ -12,7 +12,7 @@ use crate::format::{
 use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
 use crate::recovery::reader::{BlockReader, GroupReader, Step, StreamEnd};
-use crate::writer::Files;
+use crate::writer::{last_data_block, Files};
 
 /// How the log ended, as found by recovery.
 ///
@@ -149,7 +149,12 @@ pub(crate) fn scan(
     let ring_limit = checkpoint_lsn.block().0 + layout.ring_blocks;
     let mut blocks = groups.blocks;
     let mut max_synced_block = groups.max_synced_block;
-    let mut last_current = Some(stream_end.block()).filter(|_| stream_end > end);
+    // The last block holding stream data: a stream that ends after a block's
+    // last data byte ends at offset 16 of the next block, which holds nothing
+    // of it. With the log full up to its checkpoint, that next block shares
+    // its ring slot with the checkpoint's block, and erasing it destroyed the
+    // log just recovered (found by stress_faults).
+    let mut last_current = Some(last_data_block(stream_end)).filter(|_| stream_end > end);
     let mut probe = stream_end.block().0 + u64::from(why == StreamEnd::PartialBlock);
     let mut horizon = probe + unsynced_blocks + 1;
     while probe < horizon.min(ring_limit) {
