@@ -159,7 +159,18 @@ impl Shared {
             }
             let ready = self.ready();
             if ready <= written {
-                // Appenders before `target` (or the demand) are still copying.
+                if written >= target {
+                    // Only others' demand is left, and its bytes are not copied
+                    // yet. Waiting for them here could wait for our own: an
+                    // appender short of ring space leads writes before it copies
+                    // its group, and its group may be the next to become ready
+                    // (stress_faults found that self-deadlock). Hand over: the
+                    // release kicks the thread with the demand (INV-11), which
+                    // leads once the bytes are ready.
+                    return Ok(());
+                }
+                // Appenders before `target` are still copying; `target` lies
+                // before our own reservation, if we have one (`wait_ring_space`).
                 let waited =
                     self.ready_events.wait(written.0 + 1, Spin::NONE, || self.is_poisoned() || self.ready() > written);
                 self.metrics.on_ready.record(true, waited);
