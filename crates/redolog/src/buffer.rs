@@ -7,7 +7,9 @@
 
 use std::cell::UnsafeCell;
 
-use crate::format::{write_u16, BlockHeader, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES, FIRST_GROUP_OFFSET};
+use crate::format::{
+    write_u16, BlockHeader, BlockSeal, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES, FIRST_GROUP_OFFSET,
+};
 use crate::lsn::{BlockNo, Lsn};
 
 /// A ring of `ring_bytes` bytes (a power of two, at least one block).
@@ -92,12 +94,12 @@ impl RingBuffer {
     /// The caller must own the block: it holds the write role and the block lies
     /// entirely below `ready` (INV-2), so no appender touches it.
     #[allow(unsafe_code)]
-    pub(crate) unsafe fn seal_full_block(&self, block: BlockNo, synced_back: u32) {
+    pub(crate) unsafe fn seal_full_block(&self, block: BlockNo, seal: BlockSeal, synced_back: u32) {
         let index = self.block_index(block);
         // SAFETY: in bounds; exclusivity is the caller's contract above, and the
         // slice does not outlive this call.
         let image = unsafe { std::slice::from_raw_parts_mut(self.base().add(index), BLOCK_BYTES) };
-        BlockHeader::seal(image, block, BLOCK_DATA_BYTES, synced_back);
+        BlockHeader::seal(image, seal, block, BLOCK_DATA_BYTES, synced_back);
     }
 
     /// Shared access to `count` consecutive blocks from `first`, which must not

@@ -12,16 +12,18 @@ use std::time::{Duration, Instant};
 
 use crate::buffer::RingBuffer;
 use crate::failpoint::failpoint;
-use crate::format::{BlockHeader, BLOCK_BYTES, BLOCK_HEADER_BYTES};
+use crate::format::{BlockHeader, BlockSeal, BLOCK_BYTES, BLOCK_HEADER_BYTES};
 use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
 use crate::storage::StorageFile;
 
-/// The open log files, in file-number order.
+/// The open log files, in file-number order, and how their blocks are sealed.
 #[derive(Clone, Debug)]
 pub(crate) struct Files {
     pub(crate) handles: Vec<Arc<dyn StorageFile>>,
     pub(crate) paths: Vec<PathBuf>,
+    /// The log's block CRC seed (its id): set once the file header is read.
+    pub(crate) seal: BlockSeal,
 }
 
 /// An I/O failure with the file it happened on.
@@ -122,14 +124,15 @@ impl Writer {
             // no appender touches it (INV-2, INV-3).
             #[allow(unsafe_code)]
             unsafe {
-                ring.seal_full_block(BlockNo(block), synced_back(BlockNo(block), synced));
+                ring.seal_full_block(BlockNo(block), files.seal, synced_back(BlockNo(block), synced));
             }
         }
         if partial_len > 0 {
             let used = BLOCK_HEADER_BYTES + partial_len;
             ring.copy_out(full_end, used, &mut self.partial[..]);
             self.partial[used..].fill(0);
-            BlockHeader::seal(&mut self.partial[..], full_end, partial_len, synced_back(full_end, synced));
+            let synced_back = synced_back(full_end, synced);
+            BlockHeader::seal(&mut self.partial[..], files.seal, full_end, partial_len, synced_back);
         }
         let block_count = full_end.0 - first.0 + u64::from(partial_len > 0);
         let mut done = WriteDone::default();
@@ -183,7 +186,7 @@ mod tests {
             handles.push(file);
             paths.push(path);
         }
-        Files { handles, paths }
+        Files { handles, paths, seal: BlockSeal::for_log(1) }
     }
 
     fn read_block(files: &Files, layout: &Layout, block: BlockNo) -> Vec<u8> {
@@ -206,9 +209,9 @@ mod tests {
         // Block 3 is the last of file 0, block 4 the first of file 1.
         assert_eq!(done, WriteDone { calls: 2, bytes: 2 * BLOCK_BYTES as u64 });
         let full = read_block(&files, &layout, BlockNo(3));
-        assert!(matches!(read_block_header(&full, BlockNo(3)), BlockState::Valid(h) if h.data_len == 492));
+        assert!(matches!(read_block_header(&full, files.seal, BlockNo(3)), BlockState::Valid(h) if h.data_len == 492));
         let partial = read_block(&files, &layout, BlockNo(4));
-        let BlockState::Valid(header) = read_block_header(&partial, BlockNo(4)) else { panic!("partial") };
+        let BlockState::Valid(header) = read_block_header(&partial, files.seal, BlockNo(4)) else { panic!("partial") };
         assert_eq!(header.data_len, 10);
         assert_eq!(header.synced_back, 1);
         assert!(partial[26..508].iter().all(|&byte| byte == 0));

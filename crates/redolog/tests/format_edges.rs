@@ -30,7 +30,10 @@ fn worked_example_matches_format_md() {
     ];
     assert_eq!(&block[..49], expected_head);
     assert!(block[49..508].iter().all(|&byte| byte == 0xAB));
-    assert_eq!(block[508..], crc32c::crc32c(&block[..508]).to_le_bytes());
+    // The CRC covers the log id (file header bytes 24..40), then bytes 0..508.
+    let log_id = &common::peek(&path, 24, 16);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(log_id), &block[..508]);
+    assert_eq!(block[508..], crc.to_le_bytes());
 
     let (path, offset) = common::place(dir.path(), &config, 17);
     let block = common::peek(&path, offset, 512);

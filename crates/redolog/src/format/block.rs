@@ -25,6 +25,26 @@ const _: () = assert!(CRC_OFFSET == 508);
 // data_len and first_group are u16.
 const _: () = assert!(BLOCK_BYTES <= u16::MAX as usize);
 
+/// The CRC seed of one log's blocks: CRC-32C of its 16-byte `log_id`. A block's
+/// CRC covers the id and bytes 0..508 (docs/FORMAT.md §5), so a block of another
+/// log never passes for one of this log, even at the same place and lap (found
+/// by the mutated_log fuzzer, which spliced such a block in).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BlockSeal {
+    seed: u32,
+}
+
+impl BlockSeal {
+    pub(crate) fn for_log(log_id: u128) -> Self {
+        BlockSeal { seed: crc32c::crc32c(&log_id.to_le_bytes()) }
+    }
+
+    /// The CRC of `block` as this log writes it.
+    pub(crate) fn crc(self, block: &[u8]) -> u32 {
+        crc32c::crc32c_append(self.seed, &block[..CRC_OFFSET])
+    }
+}
+
 /// The decoded header of a block whose CRC matched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct BlockHeader {
@@ -40,15 +60,14 @@ pub(crate) struct BlockHeader {
 impl BlockHeader {
     /// Writes the header fields and the CRC into `block`. `first_group` is left as
     /// it is: appenders own it (docs/DESIGN.md INV-9).
-    pub(crate) fn seal(block: &mut [u8], number: BlockNo, data_len: usize, synced_back: u32) {
+    pub(crate) fn seal(block: &mut [u8], seal: BlockSeal, number: BlockNo, data_len: usize, synced_back: u32) {
         debug_assert_eq!(block.len(), BLOCK_BYTES);
         debug_assert!(data_len <= BLOCK_DATA_BYTES);
         write_u32(block, BLOCK_NO_OFFSET, number.low());
         write_u16(block, DATA_LEN_OFFSET, data_len as u16);
         write_u32(block, EPOCH_OFFSET, number.epoch());
         write_u32(block, SYNCED_BACK_OFFSET, synced_back);
-        let crc = crc32c::crc32c(&block[..CRC_OFFSET]);
-        write_u32(block, CRC_OFFSET, crc);
+        write_u32(block, CRC_OFFSET, seal.crc(block));
     }
 
     /// The absolute block number of the sync frontier this block vouches for.
@@ -70,16 +89,11 @@ pub(crate) enum BlockState {
     Bad,
 }
 
-/// The CRC stored in a block's trailer, and the one computed over its bytes.
-pub(crate) fn block_crc(block: &[u8]) -> (u32, u32) {
-    (read_u32(block, CRC_OFFSET), crc32c::crc32c(&block[..CRC_OFFSET]))
-}
-
-/// Classifies `block`, expected to hold block number `expected`. Never panics.
-pub(crate) fn read_block_header(block: &[u8], expected: BlockNo) -> BlockState {
+/// Classifies `block` of the log sealed with `seal`, expected to hold block
+/// number `expected`. Never panics.
+pub(crate) fn read_block_header(block: &[u8], seal: BlockSeal, expected: BlockNo) -> BlockState {
     debug_assert_eq!(block.len(), BLOCK_BYTES);
-    let (stored, computed) = block_crc(block);
-    if stored != computed {
+    if read_u32(block, CRC_OFFSET) != seal.crc(block) {
         if block.iter().all(|&byte| byte == 0) {
             return BlockState::Unused;
         }
@@ -107,20 +121,22 @@ pub(crate) fn read_block_header(block: &[u8], expected: BlockNo) -> BlockState {
 mod tests {
     use super::*;
 
+    const SEAL: BlockSeal = BlockSeal { seed: 0x1234_5678 };
+
     fn sealed(number: u64, data_len: usize, first_group: u16) -> Vec<u8> {
         let mut block = vec![0u8; BLOCK_BYTES];
         write_u16(&mut block, FIRST_GROUP_OFFSET, first_group);
         for byte in &mut block[BLOCK_HEADER_BYTES..BLOCK_HEADER_BYTES + data_len] {
             *byte = 0xAB;
         }
-        BlockHeader::seal(&mut block, BlockNo(number), data_len, 3);
+        BlockHeader::seal(&mut block, SEAL, BlockNo(number), data_len, 3);
         block
     }
 
     #[test]
     fn sealed_block_reads_back() {
         let block = sealed((1 << 32) + 5, 100, 16);
-        let state = read_block_header(&block, BlockNo((1 << 32) + 5));
+        let state = read_block_header(&block, SEAL, BlockNo((1 << 32) + 5));
         let BlockState::Valid(header) = state else { panic!("{state:?}") };
         assert_eq!(header.data_len, 100);
         assert_eq!(header.first_group, 16);
@@ -130,7 +146,14 @@ mod tests {
     #[test]
     fn block_from_another_lap_is_misplaced() {
         let block = sealed(5, BLOCK_DATA_BYTES, 0);
-        assert!(matches!(read_block_header(&block, BlockNo(5 + 1024)), BlockState::Misplaced(_)));
+        assert!(matches!(read_block_header(&block, SEAL, BlockNo(5 + 1024)), BlockState::Misplaced(_)));
+    }
+
+    #[test]
+    fn block_of_another_log_is_bad() {
+        let block = sealed(5, BLOCK_DATA_BYTES, 0);
+        assert_eq!(read_block_header(&block, BlockSeal::for_log(7), BlockNo(5)), BlockState::Bad);
+        assert_ne!(BlockSeal::for_log(7), BlockSeal::for_log(8));
     }
 
     #[test]
@@ -139,27 +162,27 @@ mod tests {
         for bit in 0..BLOCK_BYTES * 8 {
             let mut flipped = block.clone();
             flipped[bit / 8] ^= 1 << (bit % 8);
-            assert_eq!(read_block_header(&flipped, BlockNo(9)), BlockState::Bad, "bit {bit}");
+            assert_eq!(read_block_header(&flipped, SEAL, BlockNo(9)), BlockState::Bad, "bit {bit}");
         }
     }
 
     #[test]
     fn zero_block_is_unused() {
-        assert_eq!(read_block_header(&[0u8; BLOCK_BYTES], BlockNo(1)), BlockState::Unused);
+        assert_eq!(read_block_header(&[0u8; BLOCK_BYTES], SEAL, BlockNo(1)), BlockState::Unused);
     }
 
     #[test]
     fn out_of_range_fields_are_bad_even_with_a_good_crc() {
         let mut block = sealed(9, 10, 0);
         write_u16(&mut block, DATA_LEN_OFFSET, 493);
-        let crc = crc32c::crc32c(&block[..CRC_OFFSET]);
+        let crc = SEAL.crc(&block);
         write_u32(&mut block, CRC_OFFSET, crc);
-        assert_eq!(read_block_header(&block, BlockNo(9)), BlockState::Bad);
+        assert_eq!(read_block_header(&block, SEAL, BlockNo(9)), BlockState::Bad);
 
         // first_group pointing past the data.
         let mut block = sealed(9, 10, 30);
-        let crc = crc32c::crc32c(&block[..CRC_OFFSET]);
+        let crc = SEAL.crc(&block);
         write_u32(&mut block, CRC_OFFSET, crc);
-        assert_eq!(read_block_header(&block, BlockNo(9)), BlockState::Bad);
+        assert_eq!(read_block_header(&block, SEAL, BlockNo(9)), BlockState::Bad);
     }
 }

@@ -10,8 +10,8 @@ mod file_header;
 mod group;
 
 pub(crate) use block::{
-    read_block_header, BlockHeader, BlockState, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES, CRC_OFFSET,
-    FIRST_GROUP_OFFSET,
+    read_block_header, BlockHeader, BlockSeal, BlockState, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES,
+    CRC_OFFSET, FIRST_GROUP_OFFSET,
 };
 pub(crate) use checkpoint::{CheckpointSlot, CHECKPOINT_CLEAN_SHUTDOWN, CHECKPOINT_SLOT_OFFSETS};
 pub(crate) use file_header::{FileHeader, FileHeaderError, FILE_HEADER_AREA_BYTES};

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::config::{Config, FILE_DATA_BYTES_MIN};
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
+use crate::format::BlockSeal;
 use crate::format::{
     CheckpointSlot, FileHeader, BLOCK_BYTES, CHECKPOINT_SLOT_OFFSETS, FILE_COUNT, FILE_HEADER_AREA_BYTES,
     FORMAT_VERSION,
@@ -215,7 +216,7 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
         }
     }
     sync_dir()?;
-    let files = Arc::new(open_files(dir, storage)?);
+    let files = Arc::new(Files { seal: BlockSeal::for_log(header.log_id), ..open_files(dir, storage)? });
     let end = Lsn(header.first_lsn);
     let scan = ScanResult { start: end, end, log_end: LogEnd::Created, last_block: empty_first_block() };
     Ok(Opened { files, layout, checkpoint, scan, header, slots: [Some(checkpoint), None] })
@@ -242,7 +243,8 @@ fn open_files(dir: &Path, storage: &Arc<dyn Storage>) -> Result<Files> {
         handles.push(handle);
         paths.push(path);
     }
-    Ok(Files { handles, paths })
+    // The seal is the log's: callers set it from the file header.
+    Ok(Files { handles, paths, seal: BlockSeal::for_log(0) })
 }
 
 /// Reads and validates the header of file `index`.
@@ -288,8 +290,10 @@ fn read_header(files: &Files, index: usize) -> Result<FileHeader> {
 
 /// Opens an existing log. With `ScanMode::ReadOnly` nothing is written.
 pub(crate) fn open_existing(dir: &Path, storage: &Arc<dyn Storage>, mode: ScanMode) -> Result<Opened> {
-    let files = Arc::new(open_files(dir, storage)?);
+    let mut files = open_files(dir, storage)?;
     let header = read_header(&files, 0)?;
+    files.seal = BlockSeal::for_log(header.log_id);
+    let files = Arc::new(files);
     for index in 0..FILE_COUNT as usize {
         let other = if index == 0 { header } else { read_header(&files, index)? };
         let path = &files.paths[index];

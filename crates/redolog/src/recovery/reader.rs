@@ -50,7 +50,8 @@ impl BlockReader {
 
     /// Reads and classifies `block`.
     pub(crate) fn state(&mut self, block: BlockNo) -> Result<BlockState> {
-        Ok(read_block_header(self.read(block)?, block))
+        let seal = self.files.seal;
+        Ok(read_block_header(self.read(block)?, seal, block))
     }
 
     /// Where block `block` lives, for error messages.

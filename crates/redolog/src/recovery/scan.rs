@@ -227,7 +227,7 @@ fn erase_tail(
         // Valid: the groups before `end` were read from it, or `end` is the
         // checkpoint, whose block `find_start` checked. Bad input must still
         // never panic.
-        let state = read_block_header(&image, end.block());
+        let state = read_block_header(&image, files.seal, end.block());
         let BlockState::Valid(header) = state else {
             return Err(blocks.corruption(end, format!("{} block holds the end of the log", describe(state))));
         };
@@ -236,7 +236,7 @@ fn erase_tail(
         if erase.restart_group {
             crate::buffer::set_first_group_in(&mut image, end.offset_in_block() as u16);
         }
-        BlockHeader::seal(&mut image, end.block(), data_len, header.synced_back);
+        BlockHeader::seal(&mut image, files.seal, end.block(), data_len, header.synced_back);
         if write {
             write_blocks(files, layout, end.block(), &image)?;
         }
