@@ -63,6 +63,8 @@ fn check(model: impl Fn() + Sync + Send + 'static) {
 const SLOTS: usize = 2;
 
 const GROUP: u8 = 0;
+/// `commit/group.rs`: passes a leader makes for others' demand.
+const LEADER_ROUNDS_MAX: u32 = 4;
 const DEDICATED: u8 = 1;
 
 /// The shared state: LSNs, roles, the active pipeline, the events.
@@ -284,11 +286,9 @@ impl Log {
                 return Ok(());
             }
             if self.users_lead() && Log::take(&self.write_held) {
-                // lead_writes: the poison is checked under the role.
-                if !self.poisoned() {
-                    self.write_or_wait_for_space();
-                }
+                let led = self.lead_writes(target);
                 self.release_write();
+                led?;
                 continue;
             }
             self.write_demand.fetch_max(target, SeqCst);
@@ -297,6 +297,36 @@ impl Log {
                     || self.written.load(SeqCst) >= target
                     || (!self.write_held.load(SeqCst) && self.users_lead())
             });
+        }
+    }
+
+    /// `lead_writes(target)`, holding the write role: write until `target` is
+    /// written, then keep writing (up to `LEADER_ROUNDS_MAX` passes) while
+    /// parked threads demand more and their bytes are ready.
+    fn lead_writes(&self, target: u64) -> Result<(), ()> {
+        let mut rounds = 0;
+        loop {
+            if self.poisoned() {
+                return Err(());
+            }
+            let (written, demand) = (self.written.load(SeqCst), self.write_demand.load(SeqCst));
+            if written >= target && (demand <= written || rounds >= LEADER_ROUNDS_MAX) {
+                return Ok(());
+            }
+            let ready = self.ready.load(SeqCst);
+            if ready <= written {
+                if written >= target {
+                    // Only others' demand is left: never wait for bytes that
+                    // may be this very thread's reservation.
+                    return Ok(());
+                }
+                self.ready_events
+                    .wait(written + 1, Spin::NONE, || self.poisoned() || self.ready.load(SeqCst) > written);
+                continue;
+            }
+            if self.write_or_wait_for_space() && self.written.load(SeqCst) > written {
+                rounds += 1;
+            }
         }
     }
 
@@ -564,4 +594,29 @@ fn a_failed_sync_reaches_every_waiter_in_group_commit() {
 #[test]
 fn a_failed_sync_of_the_log_flusher_reaches_every_waiter() {
     a_failed_sync_reaches_every_waiter(DEDICATED);
+}
+
+/// The self-deadlock `stress_faults` found: an appender that reserved [1, 2)
+/// and is short of ring space leads writes before it copies its group; a
+/// committer whose group [2, 3) is copied but not ready (it lies behind the
+/// appender's gap) demands more. The leader must not park waiting for `ready`
+/// on the committer's behalf — the next ready bytes are its own.
+#[test]
+fn an_appender_leading_writes_never_waits_for_its_own_bytes() {
+    check(|| {
+        let log = Arc::new(Log::new(GROUP));
+        log.append(1); // [0, 1): copied by someone, not written
+        let committer = {
+            let log = log.clone();
+            loom::thread::spawn(move || {
+                log.commit_wait(3).expect("not poisoned");
+                assert!(log.synced.load(SeqCst) >= 3, "acknowledged before the covering sync");
+            })
+        };
+        // The appender: ring space needs [0, 1) written (wait_ring_space), then
+        // it copies [1, 2), and the link buffer makes [1, 3) ready at once.
+        log.commit_wait_written(1).expect("not poisoned");
+        log.append(3);
+        committer.join().expect("committer");
+    });
 }
