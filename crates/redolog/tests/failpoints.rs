@@ -137,14 +137,7 @@ fn workload(storage: &CrashStorage, oracle: &mut Oracle, slot: &mut Option<Log>)
 /// Crashes the state `storage` reached and checks a fault-free reopen.
 fn check_after_crash(storage: &CrashStorage, oracle: &Oracle, context: &str) {
     for (mode, acked) in [(CrashMode::DropUnsynced, oracle.synced), (CrashMode::KeepAll, oracle.written)] {
-        let context = format!("{context}, then {mode:?}");
-        let image = storage.state().crash(mode);
-        let (_, recovery) = Log::open_with_storage(Path::new(DIR), config(), image.to_storage())
-            .unwrap_or_else(|error| panic!("{context}: reopen: {error}"));
-        let checkpoint = recovery.checkpoint_lsn();
-        let groups = common::group_images(recovery, &context);
-        let end = common::assert_recovered_prefix(&context, checkpoint, &groups, &oracle.appended);
-        assert!(end >= acked, "{context}: acknowledged up to {acked:?}, recovered to {end:?}");
+        common::assert_crash_recovers(storage, mode, (Path::new(DIR), &config()), &oracle.appended, acked, context);
     }
 }
 

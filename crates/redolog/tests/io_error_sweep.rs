@@ -112,14 +112,7 @@ fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) ->
 /// of what was appended.
 fn check_recovery(crash: &CrashStorage, run: &Run, context: &str) {
     for (mode, acked) in [(CrashMode::DropUnsynced, run.synced), (CrashMode::KeepAll, run.written)] {
-        let context = format!("{context}, then {mode:?}");
-        let image = crash.state().crash(mode);
-        let (_, recovery) = Log::open_with_storage(Path::new(DIR), config(), image.to_storage())
-            .unwrap_or_else(|error| panic!("{context}: reopen after the fault: {error}"));
-        let checkpoint = recovery.checkpoint_lsn();
-        let groups = common::group_images(recovery, &context);
-        let recovered_end = common::assert_recovered_prefix(&context, checkpoint, &groups, &run.appended);
-        assert!(recovered_end >= acked, "{context}: acknowledged up to {acked:?}, recovered to {recovered_end:?}");
+        common::assert_crash_recovers(crash, mode, (Path::new(DIR), &config()), &run.appended, acked, context);
     }
 }
 
@@ -219,14 +212,8 @@ fn a_write_or_sync_error_while_recovery_repairs_fails_it_and_the_next_recovery_i
                     Ok(_) => panic!("{context}: the open succeeded over a failed repair"),
                 }
                 for mode in [CrashMode::DropUnsynced, CrashMode::KeepAll] {
-                    let context = format!("{context}, then {mode:?}");
-                    let after = recording.state().crash(mode);
-                    let (_, recovery) = Log::open_with_storage(Path::new(DIR), config(), after.to_storage())
-                        .unwrap_or_else(|error| panic!("{context}: reopen: {error}"));
-                    let checkpoint = recovery.checkpoint_lsn();
-                    let groups = common::group_images(recovery, &context);
-                    let end = common::assert_recovered_prefix(&context, checkpoint, &groups, &appended);
-                    assert!(end >= synced, "{context}: Synced up to {synced:?}, recovered to {end:?}");
+                    let place = (Path::new(DIR), &config());
+                    common::assert_crash_recovers(&recording, mode, place, &appended, synced, &context);
                 }
             }
         }

@@ -154,14 +154,14 @@ fn round(round: u64, seed: u64) -> (bool, usize) {
     let mut appended: Vec<GroupImage> = threads.iter().flat_map(|thread| thread.appended.iter().cloned()).collect();
     appended.sort_by_key(|(end, _)| *end);
     let synced = threads.iter().map(|thread| thread.synced).max().unwrap_or(Lsn(0));
-    let image = crash.state().crash(CrashMode::DropUnsynced);
-    let (reopened, recovery) = Log::open_with_storage(Path::new(DIR), config(), image.to_storage())
-        .unwrap_or_else(|error| panic!("{context}: reopen: {error}"));
-    let checkpoint = recovery.checkpoint_lsn();
-    let groups = common::group_images(recovery, &context);
-    drop(reopened);
-    let end = common::assert_recovered_prefix(&context, checkpoint, &groups, &appended);
-    assert!(end >= synced, "{context}: Synced acknowledged up to {synced:?}, recovered to {end:?}");
+    common::assert_crash_recovers(
+        &crash,
+        CrashMode::DropUnsynced,
+        (Path::new(DIR), &config()),
+        &appended,
+        synced,
+        &context,
+    );
     (injected, threads.iter().map(|thread| thread.acked).sum())
 }
 

@@ -79,6 +79,29 @@ pub fn assert_recovered_prefix(
     recovered.last().map_or(checkpoint, |(end, _)| *end)
 }
 
+/// Crashes the state `storage` has reached with `mode`, reopens the image in
+/// `dir` without faults, and checks the core invariant against `appended` and
+/// that the recovered log reaches `acked` (what that crash must keep). Returns
+/// the recovered groups.
+pub fn assert_crash_recovers(
+    storage: &redolog::storage::CrashStorage,
+    mode: redolog::storage::CrashMode,
+    (dir, config): (&Path, &Config),
+    appended: &[GroupImage],
+    acked: Lsn,
+    context: &str,
+) -> Vec<GroupImage> {
+    let context = format!("{context}, then {mode:?}");
+    let image = storage.state().crash(mode);
+    let (_, recovery) = Log::open_with_storage(dir, config.clone(), image.to_storage())
+        .unwrap_or_else(|error| panic!("{context}: reopen: {error}"));
+    let checkpoint = recovery.checkpoint_lsn();
+    let groups = group_images(recovery, &context);
+    let end = assert_recovered_prefix(&context, checkpoint, &groups, appended);
+    assert!(end >= acked, "{context}: acknowledged up to {acked:?}, recovered to {end:?}");
+    groups
+}
+
 /// The records of each group, owned.
 pub fn records(groups: &[Group]) -> Vec<Vec<Vec<u8>>> {
     groups.iter().map(|group| group.records().map(<[u8]>::to_vec).collect()).collect()
