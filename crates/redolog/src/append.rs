@@ -3,7 +3,7 @@
 //! No lock is taken here. The only shared writes are the `fetch_add` on `sn`, the
 //! appender's own ring bytes and link slot, and the link-buffer tail.
 
-use crate::core::{Shared, SN_CLOSED};
+use crate::core::{PoisonOnPanic, Shared, SN_CLOSED};
 use crate::error::{Error, Result};
 use crate::format::{
     encoded_group_bytes, write_group_header, BLOCK_DATA_BYTES, GROUP_HEADER_BYTES, RECORD_HEADER_BYTES,
@@ -64,23 +64,6 @@ impl Cursor<'_> {
     }
 }
 
-/// Poisons the log if an appender unwinds between reserving and publishing: the
-/// hole it leaves would otherwise block every later commit forever.
-struct PublishGuard<'a> {
-    shared: &'a Shared,
-}
-
-impl Drop for PublishGuard<'_> {
-    fn drop(&mut self) {
-        let failure = crate::writer::IoFailure {
-            op: "append",
-            path: std::path::PathBuf::new(),
-            source: std::io::Error::other("an appender panicked after reserving log space"),
-        };
-        self.shared.poison(failure);
-    }
-}
-
 impl Shared {
     /// Appends one group; returns its end LSN. Never waits for durability, only
     /// for ring or link-buffer space.
@@ -96,7 +79,10 @@ impl Shared {
             return Err(Error::Closed);
         }
         let group = GroupBytes { header: write_group_header(records, bytes), records };
-        let guard = PublishGuard { shared: self };
+        // Poisons the log if we unwind between reserving and publishing: the hole
+        // would otherwise block every later commit forever. Forgotten on the way
+        // out, so the common path pays nothing for it.
+        let guard = PoisonOnPanic { shared: self, op: "append" };
         let end = self.copy_group(&group, Sn(start_sn), bytes);
         std::mem::forget(guard);
         let end = end?;

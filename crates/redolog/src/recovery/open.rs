@@ -8,9 +8,8 @@ use std::sync::Arc;
 use crate::config::{Config, FILE_DATA_BYTES_MIN};
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
-use crate::format::BlockSeal;
 use crate::format::{
-    CheckpointSlot, FileHeader, BLOCK_BYTES, CHECKPOINT_SLOT_OFFSETS, FILE_COUNT, FILE_HEADER_AREA_BYTES,
+    BlockSeal, CheckpointSlot, FileHeader, BLOCK_BYTES, CHECKPOINT_SLOT_OFFSETS, FILE_COUNT, FILE_HEADER_AREA_BYTES,
     FORMAT_VERSION,
 };
 use crate::layout::{file_name, file_path, temp_file_name, Layout};
