@@ -340,11 +340,31 @@ fn fill(image: &mut CrashImage, file: u8, offset: u16, len: u16, byte: u8) {
 fn mutated(data: &[u8]) -> Option<(CrashImage, Vec<GroupImage>, Lsn)> {
     let case = MutatedLog::arbitrary(&mut Unstructured::new(data)).ok()?;
     let (mut image, stale, appended, first_checkpoint) = build(&case, 0);
-    let mut foreign = None;
-    let mut other = || foreign.get_or_insert_with(|| build(&case, 0x80).0).clone();
+    let mut foreign: Option<(CrashImage, Vec<GroupImage>)> = None;
+    let mut other = || {
+        let built = foreign.get_or_insert_with(|| {
+            let (image, _, appended, _) = build(&case, 0x80);
+            (image, appended)
+        });
+        built.0.clone()
+    };
+    // Whose log the directory is: redo.0000's header names it. With the other
+    // log's redo.0000 in place (and, for a log that opens, its other files
+    // too), the groups to expect are the other log's.
+    let mut other_log = false;
     for mutation in case.mutations.iter().take(8) {
         mutate(&mut image, mutation, &stale, &mut other);
+        match *mutation {
+            Mutation::ForeignFile { file } | Mutation::RemoveFile { file } if usize::from(file) % FILES == 0 => {
+                other_log = matches!(mutation, Mutation::ForeignFile { .. });
+            }
+            _ => {}
+        }
     }
+    let appended = match foreign {
+        Some((_, foreign_appended)) if other_log => foreign_appended,
+        _ => appended,
+    };
     Some((image, appended, first_checkpoint))
 }
 
