@@ -94,9 +94,10 @@ fn bench_writes_json_in_the_documented_schema() {
     ]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
-    for key in ["cpu", "cores", "kernel", "filesystem", "fdatasync_p50_us"] {
+    for key in ["cpu", "cores", "kernel", "filesystem", "device", "fdatasync_p50_us", "fdatasync_p99_us"] {
         assert!(value["machine"].get(key).is_some(), "machine.{key} missing: {value}");
     }
+    assert_eq!(value["machine"]["device"], "disk");
     let results = value["results"].as_array().expect("results");
     let systems: Vec<&str> = results.iter().filter_map(|result| result["system"].as_str()).collect();
     for system in ["redolog", "mutex", "raw"] {
@@ -109,4 +110,40 @@ fn bench_writes_json_in_the_documented_schema() {
         }
         assert!(result["commits_per_sec"].as_f64().expect("number") > 0.0, "{result}");
     }
+}
+
+/// `--device sim:<latency>`: every fdatasync (the probe's, redolog's and the
+/// baselines') takes at least the latency, and the JSON names the profile.
+#[test]
+fn a_simulated_device_makes_fdatasync_take_its_latency() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("out.json");
+    let output = redolog(&[
+        "bench",
+        "--device",
+        "sim:2ms",
+        "--threads",
+        "1",
+        "--seconds",
+        "0.3",
+        "--rounds",
+        "1",
+        "--intervals",
+        "false",
+        "--json",
+        json.to_str().expect("utf-8 path"),
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("device sim:2000us: fdatasync p50"), "{}", text(&output.stdout));
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
+    assert_eq!(value["machine"]["device"], "sim:2000us");
+    assert!(value["machine"]["fdatasync_p50_us"].as_f64().expect("number") >= 2000.0, "{value}");
+    for result in value["results"].as_array().expect("results") {
+        // One thread, one commit per fdatasync: at most 500 commits/s.
+        assert!(result["commits_per_sec"].as_f64().expect("number") <= 500.0, "{result}");
+    }
+    // --dir belongs to --device disk.
+    let refused = redolog(&["bench", "--device", "tmpfs", "--dir", "/tmp", "--threads", "1", "--seconds", "0.1"]);
+    assert!(!refused.status.success());
+    assert!(text(&refused.stderr).contains("--device disk"), "{}", text(&refused.stderr));
 }

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::device::Device;
+
 /// What the JSON report says about the machine.
 #[derive(Clone, Debug, Serialize)]
 pub struct Machine {
@@ -15,7 +17,10 @@ pub struct Machine {
     pub cores: usize,
     pub kernel: String,
     pub filesystem: String,
+    /// The device profile (`--device`): disk, tmpfs or sim:<latency>.
+    pub device: String,
     pub fdatasync_p50_us: f64,
+    pub fdatasync_p99_us: f64,
 }
 
 fn cpu_model() -> String {
@@ -38,21 +43,47 @@ fn filesystem(dir: &Path) -> String {
 }
 
 impl Machine {
-    pub fn describe(dir: &Path, fdatasync_p50_us: f64) -> Self {
+    pub fn describe(dir: &Path, device: Device, fdatasync: &FdatasyncLatency) -> Self {
         let uname = rustix::system::uname();
         Machine {
             cpu: cpu_model(),
             cores: std::thread::available_parallelism().map_or(1, usize::from),
             kernel: uname.release().to_string_lossy().into_owned(),
             filesystem: filesystem(dir),
-            fdatasync_p50_us,
+            device: device.to_string(),
+            fdatasync_p50_us: fdatasync.percentile_us(0.50),
+            fdatasync_p99_us: fdatasync.percentile_us(0.99),
         }
     }
 }
 
-/// Median latency of `rounds` × (512-byte pwrite + fdatasync) on a zero-filled
-/// file in `dir` — the device's cost of one durable commit.
-pub fn fdatasync_latency(dir: &Path, rounds: usize) -> std::io::Result<Duration> {
+/// The sorted latencies of `rounds` × (512-byte pwrite + fdatasync) on a
+/// zero-filled file in `dir` under `device` — the device's cost of one durable
+/// commit.
+pub struct FdatasyncLatency {
+    samples: Vec<Duration>,
+}
+
+impl FdatasyncLatency {
+    pub fn percentile_us(&self, quantile: f64) -> f64 {
+        let index = ((self.samples.len() - 1) as f64 * quantile).round() as usize;
+        self.samples[index].as_secs_f64() * 1e6
+    }
+
+    /// "p50 … µs, p90 …, p99 …, max …".
+    pub fn describe(&self) -> String {
+        format!(
+            "p50 {:.1} µs, p90 {:.1}, p99 {:.1}, max {:.1} ({} × 512-byte write + fdatasync)",
+            self.percentile_us(0.5),
+            self.percentile_us(0.9),
+            self.percentile_us(0.99),
+            self.percentile_us(1.0),
+            self.samples.len()
+        )
+    }
+}
+
+pub fn fdatasync_latency(dir: &Path, rounds: usize, device: Device) -> std::io::Result<FdatasyncLatency> {
     let path = dir.join("fdatasync-probe");
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
     file.write_all_at(&vec![0u8; rounds * 4096], 0)?;
@@ -62,13 +93,13 @@ pub fn fdatasync_latency(dir: &Path, rounds: usize) -> std::io::Result<Duration>
     for round in 0..rounds {
         file.write_all_at(&block, (round * 4096) as u64)?;
         let started = Instant::now();
-        file.sync_data()?;
+        device.sync(&file)?;
         samples.push(started.elapsed());
     }
     drop(file);
     std::fs::remove_file(&path)?;
     samples.sort();
-    Ok(samples[samples.len() / 2])
+    Ok(FdatasyncLatency { samples })
 }
 
 /// CPU time (user + system) the whole process has used.

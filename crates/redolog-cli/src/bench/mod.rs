@@ -5,6 +5,7 @@
 //! on this noisy machine. The table reports the median over rounds and the median
 //! of the per-round ratios.
 
+mod device;
 mod machine;
 mod quota;
 mod report;
@@ -12,6 +13,8 @@ mod runner;
 mod systems;
 
 use std::path::PathBuf;
+
+pub use device::Device;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -78,8 +81,13 @@ pub struct BenchOptions {
     /// for the run; falls back to an affinity mask where cgroups cannot be made.
     #[arg(long)]
     pub cpu_quota: Option<f64>,
-    /// Directory for the logs (default: a fresh temporary directory under the
-    /// current one, removed afterwards). `/dev/shm` measures the CPU path.
+    /// Device profile: disk (the --dir as it is), tmpfs (/dev/shm: the CPU
+    /// path) or sim:<latency> (/dev/shm with every fdatasync taking that long,
+    /// e.g. sim:100us: a fast NVMe, deterministically).
+    #[arg(long, default_value = "disk")]
+    pub device: Device,
+    /// Directory for the logs with --device disk (default: a fresh temporary
+    /// directory under the current one, removed afterwards).
     #[arg(long)]
     pub dir: Option<PathBuf>,
     /// Append only, then one final wait: measures the append path alone.
@@ -100,11 +108,11 @@ pub struct BenchOptions {
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
     // Before any thread starts: every thread inherits the limit.
     let quota = options.cpu_quota.map(quota::CpuQuota::apply).transpose()?;
-    let parent = options.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let parent = options.device.parent_dir(options.dir.as_deref())?;
     std::fs::create_dir_all(&parent)?;
     let workdir = tempfile::Builder::new().prefix("redolog-bench-").tempdir_in(&parent)?;
-    let fdatasync = machine::fdatasync_latency(workdir.path(), 200)?;
-    let machine = machine::Machine::describe(workdir.path(), fdatasync.as_secs_f64() * 1e6);
+    let fdatasync = machine::fdatasync_latency(workdir.path(), 200, options.device)?;
+    let machine = machine::Machine::describe(workdir.path(), options.device, &fdatasync);
     println!(
         "redolog bench: {} on {} ({} cores, kernel {}), {}",
         workdir.path().display(),
@@ -113,13 +121,13 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
         machine.kernel,
         machine.cpu
     );
-    println!("fdatasync p50 {:.1} µs (200 × 512-byte write + fdatasync)", machine.fdatasync_p50_us);
+    println!("device {}: fdatasync {}", options.device, fdatasync.describe());
     if let Some(quota) = &quota {
         println!("cpu limit: {}", quota.description);
     }
     let mut systems = Vec::new();
     for kind in &options.systems {
-        systems.push((*kind, kind.open(workdir.path())?));
+        systems.push((*kind, kind.open(workdir.path(), options.device)?));
     }
     let mut measurements = Vec::new();
     for round in 0..options.rounds {

@@ -22,6 +22,8 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use parking_lot::Mutex as FastMutex;
 use redolog::{Config, Durability, Log, Lsn, Pipeline};
 
+use super::device::Device;
+
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// One log implementation under test.
@@ -72,15 +74,15 @@ impl SystemKind {
         }
     }
 
-    pub fn open(self, dir: &Path) -> Result<Arc<dyn System>, BoxError> {
+    pub fn open(self, dir: &Path, device: Device) -> Result<Arc<dyn System>, BoxError> {
         let dir = dir.join(self.name());
         std::fs::create_dir_all(&dir)?;
         Ok(match self {
-            SystemKind::Redolog => Arc::new(RedologSystem::open(&dir, Pipeline::Auto)?),
-            SystemKind::Group => Arc::new(RedologSystem::open(&dir, Pipeline::GroupCommit)?),
-            SystemKind::Dedicated => Arc::new(RedologSystem::open(&dir, Pipeline::Dedicated)?),
-            SystemKind::Mutex => Arc::new(MutexLog::open(&dir)?),
-            SystemKind::Raw => Arc::new(RawLog::open(&dir)?),
+            SystemKind::Redolog => Arc::new(RedologSystem::open(&dir, Pipeline::Auto, device)?),
+            SystemKind::Group => Arc::new(RedologSystem::open(&dir, Pipeline::GroupCommit, device)?),
+            SystemKind::Dedicated => Arc::new(RedologSystem::open(&dir, Pipeline::Dedicated, device)?),
+            SystemKind::Mutex => Arc::new(MutexLog::open(&dir, device)?),
+            SystemKind::Raw => Arc::new(RawLog::open(&dir, device)?),
         })
     }
 }
@@ -90,8 +92,13 @@ struct RedologSystem {
 }
 
 impl RedologSystem {
-    fn open(dir: &Path, pipeline: Pipeline) -> Result<Self, BoxError> {
-        let (log, _) = Log::open(dir, Config { pipeline, ..Config::default() })?;
+    fn open(dir: &Path, pipeline: Pipeline, device: Device) -> Result<Self, BoxError> {
+        let config = Config { pipeline, ..Config::default() };
+        let (log, _) = match device {
+            // The simulated latency lives in the storage layer.
+            Device::Sim { .. } => Log::open_with_storage(dir, config, device.storage())?,
+            Device::Disk | Device::Tmpfs => Log::open(dir, config)?,
+        };
         Ok(RedologSystem { log })
     }
 }
@@ -124,12 +131,13 @@ impl System for RedologSystem {
 struct RingFile {
     file: File,
     bytes: u64,
+    device: Device,
 }
 
 impl RingFile {
     const BYTES: u64 = 256 << 20;
 
-    fn create(dir: &Path) -> io::Result<Self> {
+    fn create(dir: &Path, device: Device) -> io::Result<Self> {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.join("log"))?;
         let zeros = vec![0u8; 1 << 20];
         for chunk in 0..Self::BYTES >> 20 {
@@ -137,7 +145,12 @@ impl RingFile {
         }
         file.sync_all()?;
         File::open(dir)?.sync_all()?;
-        Ok(RingFile { file, bytes: Self::BYTES })
+        Ok(RingFile { file, bytes: Self::BYTES, device })
+    }
+
+    /// fdatasync under the device profile.
+    fn sync(&self) -> io::Result<()> {
+        self.device.sync(&self.file)
     }
 
     /// Writes `data` at stream position `position`, wrapping at the end.
@@ -179,9 +192,9 @@ struct MutexState {
 const MUTEX_BUFFER_BYTES: usize = 1 << 20;
 
 impl MutexLog {
-    fn open(dir: &Path) -> io::Result<Self> {
+    fn open(dir: &Path, device: Device) -> io::Result<Self> {
         Ok(MutexLog {
-            ring: RingFile::create(dir)?,
+            ring: RingFile::create(dir, device)?,
             state: Mutex::new(MutexState::default()),
             changed: Condvar::new(),
             fsyncs: AtomicU64::new(0),
@@ -229,7 +242,7 @@ impl System for MutexLog {
             self.ring.write(&data, from)?;
             let sync = durability == Durability::Synced;
             if sync {
-                self.ring.file.sync_data()?;
+                self.ring.sync()?;
                 self.fsyncs.fetch_add(1, Ordering::Relaxed);
             }
             state = self.lock();
@@ -256,8 +269,8 @@ struct RawLog {
 }
 
 impl RawLog {
-    fn open(dir: &Path) -> io::Result<Self> {
-        Ok(RawLog { ring: RingFile::create(dir)?, position: FastMutex::new(0), fsyncs: AtomicU64::new(0) })
+    fn open(dir: &Path, device: Device) -> io::Result<Self> {
+        Ok(RawLog { ring: RingFile::create(dir, device)?, position: FastMutex::new(0), fsyncs: AtomicU64::new(0) })
     }
 }
 
@@ -274,7 +287,7 @@ impl System for RawLog {
     fn wait(&self, _token: u64, durability: Durability) -> Result<(), BoxError> {
         if durability == Durability::Synced {
             let _position = self.position.lock();
-            self.ring.file.sync_data()?;
+            self.ring.sync()?;
             self.fsyncs.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
