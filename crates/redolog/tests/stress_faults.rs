@@ -16,7 +16,10 @@
 //! replayable (OS threads); the round's k and seed are printed on failure.
 //!
 //! 24 rounds by default; `REDOLOG_STRESS_ROUNDS=500 cargo test --release -p
-//! redolog --test stress_faults` for more.
+//! redolog --test stress_faults` for more. To chase a hang: a round still
+//! running after 10 s prints the log's LSN levels, and `REDOLOG_STRESS_VERBOSE=1`
+//! prints each round's seed as it starts (then attach gdb to the stuck process).
+//! The overall watchdog fails the test after 60 s plus 5 s per round.
 
 mod common;
 
@@ -131,7 +134,7 @@ fn round(round: u64, seed: u64) -> (bool, usize) {
                     return;
                 }
             }
-            eprintln!("STUCK: {:?} pipeline {:?}", log.metrics().lsns, log.active_pipeline());
+            eprintln!("round still running after 10 s: {:?}, pipeline {:?}", log.metrics().lsns, log.active_pipeline());
         })
     };
     let threads: Vec<Thread> = committers.into_iter().map(|handle| handle.join().expect("committer")).collect();
