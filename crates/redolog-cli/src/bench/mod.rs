@@ -7,6 +7,8 @@
 
 mod device;
 mod machine;
+#[cfg(feature = "peers")]
+mod peers;
 mod quota;
 mod report;
 mod runner;

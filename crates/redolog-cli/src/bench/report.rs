@@ -177,7 +177,7 @@ impl Report {
     pub fn print_table(&self) {
         println!();
         println!(
-            "{:<9} {:>7} {:>12} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7} {:>16} {:>22}",
+            "{:<11} {:>7} {:>12} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7} {:>16} {:>22}",
             "system",
             "threads",
             "commits/s",
@@ -193,7 +193,7 @@ impl Report {
         for row in &self.rows {
             let ratio = row.ratio.as_ref().map_or(String::new(), |r| format!("{:.2}× {}", r.value, r.baseline));
             println!(
-                "{:<9} {:>7} {:>12.0} {:>9} {:>9} {:>9} {:>10.1} {:>9.1} {:>7.2} {:>16} {:>22}",
+                "{:<11} {:>7} {:>12.0} {:>9} {:>9} {:>9} {:>10.1} {:>9.1} {:>7.2} {:>16} {:>22}",
                 row.system,
                 row.threads,
                 row.commits_per_sec,

@@ -96,10 +96,8 @@ fn commit_loop(
             last = system.append(&record)?;
         } else {
             let started = Instant::now();
-            last = system.append(&record)?;
-            if !workload.no_wait {
-                system.wait(last, workload.durability)?;
-            }
+            last =
+                if workload.no_wait { system.append(&record)? } else { system.commit(&record, workload.durability)? };
             stats.latency_us.lock().saturating_record(started.elapsed().as_micros().max(1) as u64);
         }
         commits += 1;

@@ -32,6 +32,13 @@ pub trait System: Send + Sync {
     fn append(&self, record: &[u8]) -> Result<u64, BoxError>;
     /// Waits until the record of `token` has `durability`.
     fn wait(&self, token: u64, durability: Durability) -> Result<(), BoxError>;
+    /// One commit: append `record` and wait until it has `durability`. Peers
+    /// whose API writes and syncs in one call override this.
+    fn commit(&self, record: &[u8], durability: Durability) -> Result<u64, BoxError> {
+        let token = self.append(record)?;
+        self.wait(token, durability)?;
+        Ok(token)
+    }
     /// fdatasync calls so far.
     fn fsyncs(&self) -> u64;
     /// Called every 100 ms while a point runs (redolog: checkpoint, as an engine's
@@ -56,6 +63,10 @@ pub enum SystemKind {
     Dedicated,
     Mutex,
     Raw,
+    /// raft-engine 0.4 (TiKV's Raft log): a LogBatch with one put per commit,
+    /// written with `sync` per the durability (cargo feature `peers`).
+    #[cfg(feature = "peers")]
+    RaftEngine,
 }
 
 impl SystemKind {
@@ -71,6 +82,8 @@ impl SystemKind {
             SystemKind::Dedicated => "dedicated",
             SystemKind::Mutex => "mutex",
             SystemKind::Raw => "raw",
+            #[cfg(feature = "peers")]
+            SystemKind::RaftEngine => "raft-engine",
         }
     }
 
@@ -83,6 +96,8 @@ impl SystemKind {
             SystemKind::Dedicated => Arc::new(RedologSystem::open(&dir, Pipeline::Dedicated, device)?),
             SystemKind::Mutex => Arc::new(MutexLog::open(&dir, device)?),
             SystemKind::Raw => Arc::new(RawLog::open(&dir, device)?),
+            #[cfg(feature = "peers")]
+            SystemKind::RaftEngine => Arc::new(super::peers::RaftEngineSystem::open(&dir, device)?),
         })
     }
 }
