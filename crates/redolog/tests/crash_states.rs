@@ -22,16 +22,10 @@ mod common;
 
 use common::GroupImage;
 use redolog::storage::{CrashImage, CrashMode, CrashState, CrashStorage, MemStorage};
-use redolog::{Config, Durability, Log, LogEnd, Lsn, Pipeline};
+use redolog::{Durability, Log, LogEnd, Lsn};
 use std::path::Path;
 
 const DIR: &str = "/log";
-
-/// Four files of 32 blocks (the smallest log): 64 KiB, so the workloads wrap
-/// the ring.
-fn config() -> Config {
-    Config { pipeline: Pipeline::GroupCommit, ..common::config(32, 8192) }
-}
 
 fn random_images_per_state() -> u64 {
     std::env::var("REDOLOG_CRASH_SEEDS").map_or(10, |seeds| seeds.parse().expect("REDOLOG_CRASH_SEEDS is a number"))
@@ -64,7 +58,8 @@ impl Oracle {
 
 /// The checkpoint and groups of a recovery, panicking on an error.
 fn recover(storage: MemStorage) -> (Lsn, Vec<GroupImage>) {
-    let (log, recovery) = Log::open_with_storage(Path::new(DIR), config(), storage).expect("reopen after a crash");
+    let (log, recovery) =
+        Log::open_with_storage(Path::new(DIR), common::small_log(), storage).expect("reopen after a crash");
     let checkpoint = recovery.checkpoint_lsn();
     let groups = common::group_images(recovery, "reopen after a crash");
     drop(log);
@@ -152,7 +147,7 @@ fn run_workload(log: &Log, storage: &CrashStorage, oracle: &mut Oracle, commits:
 fn every_crash_state_of_a_workload_recovers_a_prefix_with_every_ack() {
     let storage = CrashStorage::new();
     let mut oracle = Oracle::default();
-    let (log, recovery) = Log::open_with_storage(Path::new(DIR), config(), storage.clone()).expect("create");
+    let (log, recovery) = Log::open_with_storage(Path::new(DIR), common::small_log(), storage.clone()).expect("create");
     assert_eq!(recovery.count(), 0);
     run_workload(&log, &storage, &mut oracle, 100);
     log.close().expect("close");
@@ -167,7 +162,7 @@ fn every_crash_state_of_a_workload_recovers_a_prefix_with_every_ack() {
 fn torn_images(count: usize) -> (Oracle, Vec<CrashImage>) {
     let storage = CrashStorage::new();
     let mut oracle = Oracle::default();
-    let (log, _) = Log::open_with_storage(Path::new(DIR), config(), storage.clone()).expect("create");
+    let (log, _) = Log::open_with_storage(Path::new(DIR), common::small_log(), storage.clone()).expect("create");
     run_workload(&log, &storage, &mut oracle, 40);
     drop(log);
     // States after the log exists with unsynced writes, spread over the trace.
@@ -196,7 +191,8 @@ fn torn_images(count: usize) -> (Oracle, Vec<CrashImage>) {
 
 /// How a recovery of `image` reports the log's end.
 fn open_end(image: &CrashImage) -> LogEnd {
-    let (_, recovery) = Log::open_with_storage(Path::new(DIR), config(), image.to_storage()).expect("reopen");
+    let (_, recovery) =
+        Log::open_with_storage(Path::new(DIR), common::small_log(), image.to_storage()).expect("reopen");
     recovery.end()
 }
 
@@ -209,7 +205,7 @@ fn a_crash_during_recovery_recovers_the_same_groups() {
         let expected = recover(image.to_storage());
         // Recovery (repair of the torn tail, its sync) and close, recorded.
         let recording = image.to_recording();
-        drop(Log::open_with_storage(Path::new(DIR), config(), recording.clone()).expect("recovery"));
+        drop(Log::open_with_storage(Path::new(DIR), common::small_log(), recording.clone()).expect("recovery"));
         recording.replay(|ops, state| {
             for mode in [CrashMode::DropUnsynced, CrashMode::KeepAll, CrashMode::Random(ops as u64)] {
                 let again = recover(state.crash(mode).to_storage());
@@ -230,7 +226,8 @@ fn a_truncated_torn_tail_never_comes_back() {
         // Recover (the torn tail is erased), append new groups over it with
         // Synced, and crash at every point of that.
         let recording = image.to_recording();
-        let (log, recovery) = Log::open_with_storage(Path::new(DIR), config(), recording.clone()).expect("recovery");
+        let (log, recovery) =
+            Log::open_with_storage(Path::new(DIR), common::small_log(), recording.clone()).expect("recovery");
         let checkpoint = recovery.checkpoint_lsn();
         let recovered: Vec<Lsn> = recovery.map(|group| group.expect("group").end_lsn()).collect();
         let mut after = Oracle {
@@ -270,7 +267,7 @@ fn a_truncated_torn_tail_never_comes_back() {
 #[test]
 fn a_crash_with_the_log_full_up_to_its_checkpoint_recovers() {
     let storage = CrashStorage::new();
-    let (log, _) = Log::open_with_storage(Path::new(DIR), config(), storage.clone()).expect("create");
+    let (log, _) = Log::open_with_storage(Path::new(DIR), common::small_log(), storage.clone()).expect("create");
     let mut oracle = Oracle::default();
     let head = log.commit(b"head", Durability::Synced).expect("commit");
     oracle.appended.push((head, vec![b"head".to_vec()]));

@@ -25,17 +25,9 @@ use std::time::Duration;
 use common::GroupImage;
 use redolog::inspect::inspect_with_storage;
 use redolog::storage::{CrashImage, CrashMode, CrashStorage};
-use redolog::{Config, Durability, Log, LogEnd, Lsn, Pipeline, FAILPOINTS};
+use redolog::{Durability, Log, LogEnd, Lsn, FAILPOINTS};
 
 const DIR: &str = "/log";
-
-fn config() -> Config {
-    Config { pipeline: Pipeline::GroupCommit, ..common::config(32, 8192) }
-}
-
-fn record(index: usize) -> Vec<u8> {
-    vec![index as u8; [7, 300, 900, 2500][index % 4]]
-}
 
 /// What a run appended and had acknowledged (including a starting log's).
 #[derive(Clone, Debug, Default)]
@@ -55,10 +47,10 @@ struct Start {
 /// The four starting states.
 fn starts() -> Vec<Start> {
     let base = CrashStorage::new();
-    let (log, _) = Log::open_with_storage(Path::new(DIR), config(), base.clone()).expect("create");
+    let (log, _) = Log::open_with_storage(Path::new(DIR), common::small_log(), base.clone()).expect("create");
     let mut oracle = Oracle::default();
     for index in 0..8 {
-        let bytes = record(index);
+        let bytes = common::sized_record(index);
         let durability = if index < 5 { Durability::Synced } else { Durability::Written };
         let end = log.commit(&bytes, durability).expect("commit");
         oracle.appended.push((end, vec![bytes]));
@@ -115,10 +107,10 @@ fn starts() -> Vec<Start> {
 /// The workload: open, 12 commits with a checkpoint every 4, close. Stops at
 /// the first error; leaves the log in `slot` for the caller to probe.
 fn workload(storage: &CrashStorage, oracle: &mut Oracle, slot: &mut Option<Log>) -> redolog::Result<()> {
-    let (log, _) = Log::open_with_storage(Path::new(DIR), config(), storage.clone())?;
+    let (log, _) = Log::open_with_storage(Path::new(DIR), common::small_log(), storage.clone())?;
     let log = slot.insert(log);
     for index in 0..12 {
-        let bytes = record(index + 100);
+        let bytes = common::sized_record(index + 100);
         let durability = if index % 2 == 0 { Durability::Synced } else { Durability::Written };
         let end = log.append(&bytes)?;
         oracle.appended.push((end, vec![bytes]));
@@ -137,7 +129,14 @@ fn workload(storage: &CrashStorage, oracle: &mut Oracle, slot: &mut Option<Log>)
 /// Crashes the state `storage` reached and checks a fault-free reopen.
 fn check_after_crash(storage: &CrashStorage, oracle: &Oracle, context: &str) {
     for (mode, acked) in [(CrashMode::DropUnsynced, oracle.synced), (CrashMode::KeepAll, oracle.written)] {
-        common::assert_crash_recovers(storage, mode, (Path::new(DIR), &config()), &oracle.appended, acked, context);
+        common::assert_crash_recovers(
+            storage,
+            mode,
+            (Path::new(DIR), &common::small_log()),
+            &oracle.appended,
+            acked,
+            context,
+        );
     }
 }
 

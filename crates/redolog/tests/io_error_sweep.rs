@@ -24,17 +24,9 @@ mod common;
 use std::path::Path;
 
 use redolog::storage::{CrashMode, CrashStorage, FaultKind, FaultyStorage};
-use redolog::{Config, Durability, Error, Log, Lsn, Pipeline};
+use redolog::{Durability, Error, Log, Lsn};
 
 const DIR: &str = "/log";
-
-fn config() -> Config {
-    Config { pipeline: Pipeline::GroupCommit, ..common::config(32, 8192) }
-}
-
-fn record(index: usize) -> Vec<u8> {
-    vec![index as u8; [7, 300, 900, 2500][index % 4]]
-}
 
 /// What one run under a fault did.
 struct Run {
@@ -52,7 +44,7 @@ struct Run {
 /// poisoned and never retries the failed operation.
 fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) -> Run {
     let mut run = Run { appended: Vec::new(), synced: Lsn(0), written: Lsn(0), injected: 0 };
-    let log = match Log::open_with_storage(Path::new(DIR), config(), storage.clone()) {
+    let log = match Log::open_with_storage(Path::new(DIR), common::small_log(), storage.clone()) {
         Ok((log, _)) => log,
         Err(error) => {
             assert!(matches!(error, Error::Io { .. }), "{context}: creation failed with {error}");
@@ -62,7 +54,7 @@ fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) ->
     };
     let mut failed = false;
     for index in 0..24 {
-        let bytes = record(index);
+        let bytes = common::sized_record(index);
         let durability = if index % 2 == 0 { Durability::Synced } else { Durability::Written };
         let result = log.append(&bytes).and_then(|end| {
             run.appended.push((end, vec![bytes.clone()]));
@@ -112,7 +104,14 @@ fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) ->
 /// of what was appended.
 fn check_recovery(crash: &CrashStorage, run: &Run, context: &str) {
     for (mode, acked) in [(CrashMode::DropUnsynced, run.synced), (CrashMode::KeepAll, run.written)] {
-        common::assert_crash_recovers(crash, mode, (Path::new(DIR), &config()), &run.appended, acked, context);
+        common::assert_crash_recovers(
+            crash,
+            mode,
+            (Path::new(DIR), &common::small_log()),
+            &run.appended,
+            acked,
+            context,
+        );
     }
 }
 
@@ -141,18 +140,18 @@ fn failing_the_kth_write_or_sync_never_loses_an_acknowledged_commit() {
 #[test]
 fn a_read_error_during_recovery_fails_it_instead_of_ending_the_log() {
     let crash = CrashStorage::new();
-    let (log, _) = Log::open_with_storage(Path::new(DIR), config(), crash.clone()).expect("create");
+    let (log, _) = Log::open_with_storage(Path::new(DIR), common::small_log(), crash.clone()).expect("create");
     for index in 0..12 {
-        log.commit(&record(index), Durability::Synced).expect("commit");
+        log.commit(&common::sized_record(index), Durability::Synced).expect("commit");
     }
     std::mem::forget(log); // a crash: recovery has to scan
     let image = crash.state().crash(CrashMode::DropUnsynced);
-    let (_, full) = Log::open_with_storage(Path::new(DIR), config(), image.to_storage()).expect("reopen");
+    let (_, full) = Log::open_with_storage(Path::new(DIR), common::small_log(), image.to_storage()).expect("reopen");
     let full = full.count();
     assert_eq!(full, 12);
     for nth in 1.. {
         let storage = FaultyStorage::new(image.to_storage(), FaultKind::Read, nth, false);
-        let outcome = Log::open_with_storage(Path::new(DIR), config(), storage.clone())
+        let outcome = Log::open_with_storage(Path::new(DIR), common::small_log(), storage.clone())
             .map(|(_, recovery)| recovery.collect::<Result<Vec<_>, _>>());
         if storage.injected() == 0 {
             assert_eq!(outcome.expect("open").expect("recovery").len(), full);
@@ -176,11 +175,11 @@ fn a_read_error_during_recovery_fails_it_instead_of_ending_the_log() {
 #[test]
 fn a_write_or_sync_error_while_recovery_repairs_fails_it_and_the_next_recovery_is_sound() {
     let crash = CrashStorage::new();
-    let (log, _) = Log::open_with_storage(Path::new(DIR), config(), crash.clone()).expect("create");
+    let (log, _) = Log::open_with_storage(Path::new(DIR), common::small_log(), crash.clone()).expect("create");
     let mut appended = Vec::new();
     let mut synced = Lsn(0);
     for index in 0..16 {
-        let bytes = record(index);
+        let bytes = common::sized_record(index);
         let end = log.append(&bytes).expect("append");
         appended.push((end, vec![bytes]));
         let durability = if index < 10 { Durability::Synced } else { Durability::Written };
@@ -199,7 +198,7 @@ fn a_write_or_sync_error_while_recovery_repairs_fails_it_and_the_next_recovery_i
                 let context = format!("torn image {seed}, recovery's {kind:?} #{nth} fails");
                 let recording = image.to_recording();
                 let storage = FaultyStorage::new(recording.clone(), kind, nth, false);
-                let outcome = Log::open_with_storage(Path::new(DIR), config(), storage.clone())
+                let outcome = Log::open_with_storage(Path::new(DIR), common::small_log(), storage.clone())
                     .map(|(log, recovery)| (log, common::group_images(recovery, &context)));
                 if storage.injected() == 0 {
                     outcome.unwrap_or_else(|error| panic!("{context}: fault-free open failed: {error}"));
@@ -212,7 +211,7 @@ fn a_write_or_sync_error_while_recovery_repairs_fails_it_and_the_next_recovery_i
                     Ok(_) => panic!("{context}: the open succeeded over a failed repair"),
                 }
                 for mode in [CrashMode::DropUnsynced, CrashMode::KeepAll] {
-                    let place = (Path::new(DIR), &config());
+                    let place = (Path::new(DIR), &common::small_log());
                     common::assert_crash_recovers(&recording, mode, place, &appended, synced, &context);
                 }
             }

@@ -20,15 +20,11 @@ use std::path::Path;
 
 use common::GroupImage;
 use redolog::storage::{CrashImage, CrashMode, CrashStorage};
-use redolog::{Config, Durability, Error, Log, LogEnd, Pipeline};
+use redolog::{Config, Durability, Error, Log, LogEnd};
 
 const DIR: &str = "/log";
 const BLOCK: usize = 512;
 const BLOCK_HEADER: u64 = 16;
-
-fn config() -> Config {
-    Config { pipeline: Pipeline::GroupCommit, ..common::config(32, 8192) }
-}
 
 /// The file and offset of the byte at `lsn` (FORMAT.md §4).
 fn byte_place(config: &Config, lsn: u64) -> (std::path::PathBuf, usize) {
@@ -40,7 +36,7 @@ fn byte_place(config: &Config, lsn: u64) -> (std::path::PathBuf, usize) {
 /// `durability`; returns its image (closed or crashed) and the groups.
 fn log_with_tail(tail: &[Vec<u8>], durability: Durability, close: bool) -> (CrashImage, Vec<GroupImage>) {
     let storage = CrashStorage::new();
-    let (log, _) = Log::open_with_storage(Path::new(DIR), config(), storage.clone()).expect("create");
+    let (log, _) = Log::open_with_storage(Path::new(DIR), common::small_log(), storage.clone()).expect("create");
     let mut groups = vec![(log.commit(b"head", Durability::Synced).expect("commit"), vec![b"head".to_vec()])];
     for record in tail {
         groups.push((log.commit(record, durability).expect("commit"), vec![record.clone()]));
@@ -58,7 +54,7 @@ fn log_with_tail(tail: &[Vec<u8>], durability: Durability, close: bool) -> (Cras
 fn cut_at(image: &mut CrashImage, cut: u64, end: u64) -> Option<u64> {
     let mut first_changed = None;
     for lsn in cut..end {
-        let (path, offset) = byte_place(&config(), lsn);
+        let (path, offset) = byte_place(&common::small_log(), lsn);
         let byte = &mut image.files.get_mut(&path).expect("log file")[offset];
         if *byte != 0 {
             *byte = 0;
@@ -78,7 +74,7 @@ fn surviving(groups: &[GroupImage], first_changed: Option<u64>) -> Vec<GroupImag
 }
 
 fn open(image: &CrashImage) -> redolog::Result<(LogEnd, Vec<GroupImage>)> {
-    let (_log, recovery) = Log::open_with_storage(Path::new(DIR), config(), image.to_storage())?;
+    let (_log, recovery) = Log::open_with_storage(Path::new(DIR), common::small_log(), image.to_storage())?;
     let end = recovery.end();
     Ok((end, common::group_images(recovery, "reopen")))
 }
@@ -161,7 +157,7 @@ fn a_payload_holding_a_serialized_log_is_never_read_as_log() {
     // the payload of a group in a second log, after a spacer that makes the
     // group start mid-block.
     let (source, _) = log_with_tail(&[vec![0x77; 2000]], Durability::Synced, true);
-    let (path, offset) = common::place(Path::new(DIR), &config(), 16);
+    let (path, offset) = common::place(Path::new(DIR), &common::small_log(), 16);
     let embedded = source.files[&path][offset as usize..offset as usize + 6 * BLOCK].to_vec();
     let tail = [vec![0x55; 1000], embedded, b"after".to_vec()];
     let (image, groups) = log_with_tail(&tail, Durability::Written, false);
@@ -188,7 +184,7 @@ fn a_payload_holding_a_serialized_log_is_never_read_as_log() {
 fn a_damaged_block_holding_the_checkpoint_is_corruption() {
     for close in [true, false] {
         let storage = CrashStorage::new();
-        let (log, _) = Log::open_with_storage(Path::new(DIR), config(), storage.clone()).expect("create");
+        let (log, _) = Log::open_with_storage(Path::new(DIR), common::small_log(), storage.clone()).expect("create");
         let end = log.commit(&[7u8; 100], Durability::Synced).expect("commit");
         log.checkpoint(end).expect("checkpoint");
         if close {
@@ -196,7 +192,7 @@ fn a_damaged_block_holding_the_checkpoint_is_corruption() {
         }
         let mut image = storage.state().crash(CrashMode::KeepAll);
         drop(log);
-        let (path, offset) = byte_place(&config(), end.0 - 50);
+        let (path, offset) = byte_place(&common::small_log(), end.0 - 50);
         image.files.get_mut(&path).expect("log file")[offset] ^= 0x40;
         match open(&image) {
             Err(Error::Corruption { lsn, reason, .. }) => {

@@ -21,6 +21,19 @@ pub fn config(file_blocks: u64, buffer_bytes: usize) -> Config {
     }
 }
 
+/// The smallest log (four files of 32 blocks, 64 KiB: workloads wrap it) with
+/// an 8 KiB ring and group commit, so every storage operation happens on the
+/// committing thread: what the crash, fault and damage tests run on.
+pub fn small_log() -> Config {
+    Config { pipeline: redolog::Pipeline::GroupCommit, ..config(32, 8192) }
+}
+
+/// Record `index` of the fault tests: 7 B, 300 B, 900 B or 2.5 KB (within a
+/// block, across blocks, across the ring) of the byte `index`.
+pub fn sized_record(index: usize) -> Vec<u8> {
+    vec![index as u8; [7, 300, 900, 2500][index % 4]]
+}
+
 /// The file and byte offset of absolute block `block` (FORMAT.md §4).
 pub fn place(dir: &Path, config: &Config, block: u64) -> (PathBuf, u64) {
     let file_bytes = config.capacity_bytes / 4 / 4096 * 4096;
