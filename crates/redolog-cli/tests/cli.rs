@@ -109,6 +109,76 @@ fn bench_writes_json_in_the_documented_schema() {
             assert!(result.get(key).is_some(), "{key} missing: {result}");
         }
         assert!(result["commits_per_sec"].as_f64().expect("number") > 0.0, "{result}");
+        // Every system but redolog is compared with redolog, pair by pair;
+        // every system's fdatasyncs are counted (the process-wide hook).
+        if result["system"] == "redolog" {
+            assert!(result.get("ratio").is_none(), "{result}");
+        } else {
+            assert_eq!(result["ratio"]["reference"], "redolog", "{result}");
+        }
+        assert!(result["records_per_fsync"].as_f64().expect("number") > 0.0, "{result}");
+    }
+    // Every round's point, with redolog's pipeline.
+    let points = value["points"].as_array().expect("points");
+    assert_eq!(points.len(), 5, "redolog and mutex at 1 and 2 threads, raw at 1: {points:?}");
+    assert!(points.iter().any(|p| p["system"] == "redolog" && p["pipeline"].is_string() && p["round"] == 1));
+}
+
+/// `--plot` draws an SVG and a PNG with a line per system.
+#[test]
+fn bench_plots_svg_and_png() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let svg = dir.path().join("plot.svg");
+    let output = redolog(&[
+        "bench",
+        "--device",
+        "tmpfs",
+        "--threads",
+        "1,2",
+        "--seconds",
+        "0.1",
+        "--rounds",
+        "1",
+        "--intervals",
+        "false",
+        "--plot",
+        svg.to_str().expect("utf-8 path"),
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let drawing = std::fs::read_to_string(&svg).expect("svg");
+    for label in ["commits/s", "p99 latency", "redolog", "mutex", "threads"] {
+        assert!(drawing.contains(label), "{label} missing from the SVG");
+    }
+    let png = std::fs::read(dir.path().join("plot.png")).expect("png");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{} bytes", png.len());
+}
+
+/// `--scenario` runs a seed's experiment and prints the seed's figure beside
+/// ours: seed 000's with the wait counters, which show no lost wake-up.
+#[test]
+fn bench_runs_a_seed_scenario() {
+    let output = redolog(&[
+        "bench",
+        "--scenario",
+        "seed-wakeup",
+        "--device",
+        "tmpfs",
+        "--seconds",
+        "0.3",
+        "--rounds",
+        "1",
+        "--intervals",
+        "false",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("seed 000"), "{stdout}");
+    for system in ["redolog ", "redolog-tiny "] {
+        let line = stdout
+            .lines()
+            .find(|line| line.trim_start().starts_with(system) && line.contains("64 threads"))
+            .unwrap_or_else(|| panic!("no story line for {system}: {stdout}"));
+        assert!(line.contains("lost wake-ups 0"), "{line}");
     }
 }
 

@@ -115,6 +115,18 @@ const UNSYNCED_BYTES_MAX: u64 = 16 << 20;
 impl Config {
     /// The smallest `capacity_bytes` accepted.
     pub const CAPACITY_BYTES_MIN: u64 = FILE_COUNT as u64 * (FILE_HEADER_AREA_BYTES + FILE_DATA_BYTES_MIN);
+    /// The smallest `buffer_bytes` accepted: 8 blocks (4 KiB). The link buffer
+    /// that orders concurrent copies is sized from the ring, so this is also
+    /// its smallest size.
+    ///
+    /// ```
+    /// use redolog::Config;
+    /// let tiny = Config { buffer_bytes: Config::BUFFER_BYTES_MIN, ..Config::default() };
+    /// # let dir = tempfile::tempdir()?;
+    /// let (log, _) = redolog::Log::open(dir.path(), tiny)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const BUFFER_BYTES_MIN: usize = BUFFER_BYTES_MIN;
 
     pub(crate) fn validate(&self) -> Result<()> {
         if self.capacity_bytes < Self::CAPACITY_BYTES_MIN {

@@ -1,21 +1,14 @@
 //! Device profiles (`--device`): where the logs live and what an fdatasync
 //! costs. `disk` uses the directory as it is; `tmpfs` uses /dev/shm, where
 //! fdatasync is almost free (the CPU path); `sim:<latency>` stores on /dev/shm
-//! and makes every fdatasync take a fixed latency, for redolog in its storage
-//! layer and for the baselines around their own fdatasync: a fast NVMe,
-//! modelled deterministically (this machine's disk moved from 58 µs to 4 ms per
+//! and makes every fdatasync take a fixed latency, for every system through the
+//! process-wide hook in `sync_hook`: a fast NVMe, modelled deterministically (this machine's disk moved from 58 µs to 4 ms per
 //! fdatasync within ten minutes).
 
 use std::fmt;
-use std::fs::File;
-use std::io;
-use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use redolog::storage::{FsStorage, Storage, StorageFile};
+use std::time::Duration;
 
 /// A device profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,91 +66,14 @@ impl Device {
         }
     }
 
-    /// fdatasync `file`, taking the profile's latency.
-    pub fn sync(self, file: &File) -> io::Result<()> {
-        let started = Instant::now();
-        file.sync_data()?;
-        self.wait_out(started);
-        Ok(())
-    }
-
-    /// The storage redolog runs on under this profile.
-    pub fn storage(self) -> SimStorage {
-        SimStorage { device: self }
-    }
-
-    /// Under `sim`, sleeps until `latency` after `started` (an absolute-deadline
-    /// sleep with 1 ns timer slack, so it neither spins a core nor oversleeps by
-    /// the default 50 µs slack).
-    fn wait_out(self, started: Instant) {
-        let Device::Sim { latency } = self else { return };
-        let Some(left) = latency.checked_sub(started.elapsed()) else { return };
-        thread_local! {
-            static PRECISE: () = {
-                let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1));
-            };
-        }
-        PRECISE.with(|()| {});
-        let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-        let nanos = now.tv_nsec as u64 + left.as_nanos() as u64;
-        let deadline = rustix::time::Timespec {
-            tv_sec: now.tv_sec + (nanos / 1_000_000_000) as i64,
-            tv_nsec: (nanos % 1_000_000_000) as _,
+    /// Makes every fdatasync and fsync in this process take the profile's
+    /// latency (`sim`), or the device's own time.
+    pub fn install(self) {
+        let latency = match self {
+            Device::Sim { latency } => latency,
+            Device::Disk | Device::Tmpfs => Duration::ZERO,
         };
-        // EINTR only shortens the sleep; the latency is a model, not a promise.
-        let _ = rustix::thread::clock_nanosleep_absolute(rustix::thread::ClockId::Monotonic, &deadline);
-    }
-}
-
-/// The real file system, with the device profile's fdatasync latency.
-#[derive(Clone, Copy, Debug)]
-pub struct SimStorage {
-    device: Device,
-}
-
-#[derive(Debug)]
-struct SimFile {
-    inner: Arc<dyn StorageFile>,
-    device: Device,
-}
-
-impl Storage for SimStorage {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        FsStorage.create_dir_all(dir)
-    }
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
-        FsStorage.list_dir(dir)
-    }
-    fn open_file(&self, path: &Path, create: bool) -> io::Result<Arc<dyn StorageFile>> {
-        let inner = FsStorage.open_file(path, create)?;
-        Ok(Arc::new(SimFile { inner, device: self.device }))
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        FsStorage.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        FsStorage.remove_file(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        FsStorage.sync_dir(dir)
-    }
-}
-
-impl StorageFile for SimFile {
-    fn size(&self) -> io::Result<u64> {
-        self.inner.size()
-    }
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_exact_at(buf, offset)
-    }
-    fn write_all_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
-        self.inner.write_all_at(bufs, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        let started = Instant::now();
-        self.inner.sync_data()?;
-        self.device.wait_out(started);
-        Ok(())
+        super::sync_hook::set_latency(latency);
     }
 }
 
@@ -176,18 +92,6 @@ mod tests {
         assert!("sim:fast".parse::<Device>().is_err());
         assert!("sim:100s".parse::<Device>().is_err());
         assert!("nvme".parse::<Device>().is_err());
-    }
-
-    #[test]
-    fn a_simulated_fdatasync_takes_at_least_its_latency() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = File::create(dir.path().join("f")).expect("create");
-        let device = Device::Sim { latency: Duration::from_micros(300) };
-        for _ in 0..5 {
-            let started = Instant::now();
-            device.sync(&file).expect("sync");
-            assert!(started.elapsed() >= Duration::from_micros(300), "{:?}", started.elapsed());
-        }
     }
 
     #[test]

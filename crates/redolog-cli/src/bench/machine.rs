@@ -83,7 +83,8 @@ impl FdatasyncLatency {
     }
 }
 
-pub fn fdatasync_latency(dir: &Path, rounds: usize, device: Device) -> std::io::Result<FdatasyncLatency> {
+/// Call after `Device::install`: the probe's fdatasync goes through the hook.
+pub fn fdatasync_latency(dir: &Path, rounds: usize) -> std::io::Result<FdatasyncLatency> {
     let path = dir.join("fdatasync-probe");
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
     file.write_all_at(&vec![0u8; rounds * 4096], 0)?;
@@ -93,7 +94,7 @@ pub fn fdatasync_latency(dir: &Path, rounds: usize, device: Device) -> std::io::
     for round in 0..rounds {
         file.write_all_at(&block, (round * 4096) as u64)?;
         let started = Instant::now();
-        device.sync(&file)?;
+        file.sync_data()?;
         samples.push(started.elapsed());
     }
     drop(file);

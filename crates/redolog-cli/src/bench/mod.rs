@@ -9,23 +9,28 @@ mod device;
 mod machine;
 #[cfg(feature = "peers")]
 mod peers;
+mod plot;
 mod quota;
 mod report;
 mod runner;
+mod scenario;
+mod sync_hook;
 mod systems;
 
-use std::path::PathBuf;
-
-pub use device::Device;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
 use redolog::Durability;
 
+pub use device::Device;
 use report::{Measurement, Report};
 use runner::{run_point, Workload};
+use scenario::Scenario;
 pub use systems::BoxError;
-use systems::SystemKind;
+use systems::{System, SystemKind};
 
 /// The durability each commit waits for (innodb_flush_log_at_trx_commit).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -104,16 +109,51 @@ pub struct BenchOptions {
     /// Write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Draw commits/s and p99 latency against threads, one line per system, to
+    /// this SVG file, and the same as a PNG beside it (FILE.png).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Run one seed's experiment: it sets the systems, threads, durability and
+    /// CPU limit, and prints the seed's figure next to ours (docs/BENCHMARKS.md).
+    #[arg(long, value_enum)]
+    pub scenario: Option<Scenario>,
+}
+
+/// One system in a run: redolog under some configuration, a baseline or a peer.
+pub struct Contender {
+    pub name: &'static str,
+    pub system: Arc<dyn System>,
+    /// redolog (any pipeline or configuration) rather than a baseline or peer.
+    pub is_redolog: bool,
+    /// Runs at one thread only (`raw`: the device's floor).
+    pub one_thread_only: bool,
+}
+
+impl Contender {
+    /// A system from the `--systems` list.
+    fn open(kind: SystemKind, dir: &Path) -> Result<Self, BoxError> {
+        Ok(Contender {
+            name: kind.name(),
+            system: kind.open(dir)?,
+            is_redolog: kind.is_redolog(),
+            one_thread_only: kind == SystemKind::Raw,
+        })
+    }
 }
 
 /// Runs the benchmark and prints the table.
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
+    let options = &match options.scenario {
+        Some(scenario) => scenario.options(options),
+        None => options.clone(),
+    };
     // Before any thread starts: every thread inherits the limit.
     let quota = options.cpu_quota.map(quota::CpuQuota::apply).transpose()?;
     let parent = options.device.parent_dir(options.dir.as_deref())?;
     std::fs::create_dir_all(&parent)?;
     let workdir = tempfile::Builder::new().prefix("redolog-bench-").tempdir_in(&parent)?;
-    let fdatasync = machine::fdatasync_latency(workdir.path(), 200, options.device)?;
+    options.device.install();
+    let fdatasync = machine::fdatasync_latency(workdir.path(), 200)?;
     let machine = machine::Machine::describe(workdir.path(), options.device, &fdatasync);
     println!(
         "redolog bench: {} on {} ({} cores, kernel {}), {}",
@@ -127,16 +167,63 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
     if let Some(quota) = &quota {
         println!("cpu limit: {}", quota.description);
     }
-    let mut systems = Vec::new();
-    for kind in &options.systems {
-        systems.push((*kind, kind.open(workdir.path(), options.device)?));
+    let contenders = match options.scenario {
+        Some(scenario) => {
+            println!("scenario {}: {}", scenario.name(), scenario.seed_story());
+            scenario.contenders(workdir.path())?
+        }
+        None => options.systems.iter().map(|&kind| Contender::open(kind, workdir.path())).collect::<Result<_, _>>()?,
+    };
+    let measurements = run_rounds(options, &contenders)?;
+    let wakeups: Vec<String> = contenders
+        .iter()
+        .filter_map(|contender| {
+            let metrics = contender.system.metrics()?;
+            Some(format!(
+                "{}: {} lost wake-ups (timeouts with work), {} pipeline switches",
+                contender.name,
+                metrics.timeouts_with_work(),
+                metrics.log_pipeline_switches
+            ))
+        })
+        .collect();
+    let order: Vec<(&'static str, bool)> = contenders.iter().map(|c| (c.name, c.is_redolog)).collect();
+    drop(contenders);
+    if let Some(scenario) = options.scenario {
+        scenario.print_story(&measurements);
     }
+    let report = Report::new(machine, options, &order, measurements);
+    report.print_table();
+    for line in wakeups {
+        println!("{line}");
+    }
+    if let Some(path) = &options.json {
+        std::fs::write(path, report.to_json()?)?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &options.plot {
+        for written in plot::draw(&report, path)? {
+            println!("wrote {}", written.display());
+        }
+    }
+    Ok(())
+}
+
+/// Runs every point of every round, interleaved: round 1 of every thread count
+/// and contender, then round 2, …, so each ratio pairs points minutes apart.
+fn run_rounds(options: &BenchOptions, contenders: &[Contender]) -> Result<Vec<Measurement>, BoxError> {
+    let points_per_round: usize = options
+        .threads
+        .iter()
+        .map(|&threads| contenders.iter().filter(|c| threads == 1 || !c.one_thread_only).count())
+        .sum();
+    let total_seconds = (options.rounds * points_per_round) as f64 * options.seconds;
+    let progress = progress_bar(total_seconds);
     let mut measurements = Vec::new();
     for round in 0..options.rounds {
         for &threads in &options.threads {
-            for (kind, system) in &systems {
-                // raw is one thread by definition: the device's floor.
-                if *kind == SystemKind::Raw && threads != 1 {
+            for contender in contenders {
+                if contender.one_thread_only && threads != 1 {
                     continue;
                 }
                 let workload = Workload {
@@ -147,42 +234,51 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
                     no_wait: options.no_wait,
                     print_intervals: options.intervals,
                 };
-                let label = format!("round {} {}", round + 1, kind.name());
-                let before = system.metrics();
-                let mut result = run_point(system, workload, &label)?;
-                if let (Some(before), Some(after)) = (before, system.metrics()) {
+                let label = format!("round {} {}", round + 1, contender.name);
+                progress.set_message(format!("{label}, {threads} threads"));
+                let before = contender.system.metrics();
+                let mut result = run_point(&contender.system, workload, &label, &progress)?;
+                let mut counters = Vec::new();
+                let mut pipeline = None;
+                if let (Some(before), Some(after)) = (before, contender.system.metrics()) {
                     result.spin = Duration::from_micros(after.spin_us() - before.spin_us());
                     if options.metrics {
-                        print_metrics_delta(&label, threads, &before, &after);
+                        progress.suspend(|| print_metrics_delta(&label, threads, &before, &after));
                     }
+                    counters = counter_deltas(&before, &after);
+                    pipeline = Some(format!("{:?}", after.pipeline));
                 }
-                measurements.push(Measurement { system: *kind, threads, round, result });
+                measurements.push(Measurement { system: contender.name, threads, round, result, pipeline, counters });
             }
         }
     }
-    let wakeups: Vec<String> = systems
-        .iter()
-        .filter_map(|(kind, system)| {
-            let metrics = system.metrics()?;
-            Some(format!(
-                "{}: {} lost wake-ups (timeouts with work), {} pipeline switches",
-                kind.name(),
-                metrics.timeouts_with_work(),
-                metrics.log_pipeline_switches
-            ))
-        })
-        .collect();
-    drop(systems);
-    let report = Report::new(machine, options, measurements);
-    report.print_table();
-    for line in wakeups {
-        println!("{line}");
+    progress.finish_and_clear();
+    Ok(measurements)
+}
+
+/// A bar over the run's measured seconds, on stderr; hidden when stderr is not
+/// a terminal, and for runs under a few seconds.
+fn progress_bar(total_seconds: f64) -> ProgressBar {
+    if total_seconds < 5.0 {
+        return ProgressBar::hidden();
     }
-    if let Some(path) = &options.json {
-        std::fs::write(path, report.to_json()?)?;
-        println!("wrote {}", path.display());
-    }
-    Ok(())
+    let progress = ProgressBar::new(total_seconds.ceil() as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} s, {eta} left: {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    progress
+}
+
+/// The counters that grew between two snapshots (not the LSN gauges).
+fn counter_deltas(before: &redolog::Metrics, after: &redolog::Metrics) -> Vec<(String, u64)> {
+    before
+        .counters()
+        .into_iter()
+        .zip(after.counters())
+        .filter(|((name, _), _)| !name.starts_with("log_lsn"))
+        .map(|((name, old), (_, new))| (name, new.saturating_sub(old)))
+        .collect()
 }
 
 /// Prints the counters that moved during a point.

@@ -9,10 +9,21 @@ use super::BenchOptions;
 
 /// One point of one round.
 pub struct Measurement {
-    pub system: SystemKind,
+    pub system: &'static str,
     pub threads: usize,
     pub round: usize,
     pub result: PointResult,
+    /// redolog's pipeline at the end of the point (None for other systems).
+    pub pipeline: Option<String>,
+    /// redolog's counters' growth during the point (INNODB_METRICS names).
+    pub counters: Vec<(String, u64)>,
+}
+
+impl Measurement {
+    /// Growth of the counter `name` during the point (0 for other systems).
+    pub fn counter(&self, name: &str) -> u64 {
+        self.counters.iter().find(|(n, _)| n == name).map_or(0, |(_, value)| *value)
+    }
 }
 
 /// One row of the JSON `results` (medians over rounds).
@@ -30,8 +41,8 @@ struct Row {
     cpu_us_per_commit: f64,
     /// redolog's waiters' spinning, in percent of the process's CPU time.
     spin_pct_of_cpu: f64,
-    /// Median over rounds of (this system / the baseline) measured in the same
-    /// round: redolog/mutex, or redolog/raw at one thread.
+    /// Median over rounds of (this system / the reference) measured in the
+    /// same round; the reference is redolog (or the first redolog pipeline run).
     #[serde(skip_serializing_if = "Option::is_none")]
     ratio: Option<Ratio>,
     rounds: usize,
@@ -41,8 +52,22 @@ struct Row {
 
 #[derive(Clone, Debug, Serialize)]
 struct Ratio {
-    baseline: &'static str,
+    reference: &'static str,
     value: f64,
+}
+
+/// One point of one round, as measured (the JSON `points`).
+#[derive(Clone, Debug, Serialize)]
+struct Point {
+    system: &'static str,
+    threads: usize,
+    round: usize,
+    commits_per_sec: f64,
+    p99_us: u64,
+    records_per_fsync: f64,
+    /// redolog's pipeline at the end of the point.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pipeline: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -50,13 +75,27 @@ struct Json<'a> {
     machine: &'a Machine,
     no_wait: bool,
     results: &'a [Row],
+    points: &'a [Point],
     auto_vs_best: &'a [AutoVsBest],
+}
+
+/// One system's medians, for the plot.
+pub struct Line {
+    pub system: &'static str,
+    pub points: Vec<LinePoint>,
+}
+
+pub struct LinePoint {
+    pub threads: usize,
+    pub commits_per_sec: f64,
+    pub p99_us: u64,
 }
 
 pub struct Report {
     machine: Machine,
     no_wait: bool,
     rows: Vec<Row>,
+    points: Vec<Point>,
     auto_vs_best: Vec<AutoVsBest>,
 }
 
@@ -86,9 +125,9 @@ fn auto_vs_best(measurements: &[Measurement]) -> Vec<AutoVsBest> {
         .filter_map(|threads| {
             let mut ratios = Vec::new();
             let mut group_wins = 0;
-            for m in measurements.iter().filter(|m| m.system == SystemKind::Redolog && m.threads == threads) {
-                let group = rate(SystemKind::Group, threads, m.round)?;
-                let dedicated = rate(SystemKind::Dedicated, threads, m.round)?;
+            for m in measurements.iter().filter(|m| m.system == "redolog" && m.threads == threads) {
+                let group = rate("group", threads, m.round)?;
+                let dedicated = rate("dedicated", threads, m.round)?;
                 group_wins += usize::from(group >= dedicated);
                 ratios.push(m.result.commits_per_sec() / group.max(dedicated));
             }
@@ -99,7 +138,7 @@ fn auto_vs_best(measurements: &[Measurement]) -> Vec<AutoVsBest> {
         .collect()
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub fn median(mut values: Vec<f64>) -> f64 {
     if values.is_empty() {
         return 0.0;
     }
@@ -113,7 +152,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// Median over rounds of `system`/`baseline` at `threads`, pairing equal rounds.
-fn paired_ratio(measurements: &[Measurement], system: SystemKind, baseline: SystemKind, threads: usize) -> Option<f64> {
+pub fn paired_ratio(measurements: &[Measurement], system: &str, baseline: &str, threads: usize) -> Option<f64> {
     let ratios: Vec<f64> = measurements
         .iter()
         .filter(|m| m.system == system && m.threads == threads)
@@ -128,10 +167,25 @@ fn paired_ratio(measurements: &[Measurement], system: SystemKind, baseline: Syst
 }
 
 impl Report {
-    pub fn new(machine: Machine, options: &BenchOptions, measurements: Vec<Measurement>) -> Self {
-        let mut keys: Vec<(SystemKind, usize)> = measurements.iter().map(|m| (m.system, m.threads)).collect();
-        keys.sort_by_key(|&(system, threads)| (threads, system));
+    /// `contenders`: each system's name and whether it is redolog, in the
+    /// order of the table.
+    pub fn new(
+        machine: Machine,
+        options: &BenchOptions,
+        contenders: &[(&'static str, bool)],
+        measurements: Vec<Measurement>,
+    ) -> Self {
+        let order = |system| contenders.iter().position(|&(name, _)| name == system);
+        let mut keys: Vec<(&'static str, usize)> = measurements.iter().map(|m| (m.system, m.threads)).collect();
+        keys.sort_by_key(|&(system, threads)| (threads, order(system)));
         keys.dedup();
+        // Every ratio compares with redolog as users get it, or else with the
+        // first redolog configuration in the run.
+        let reference = contenders
+            .iter()
+            .find(|&&(name, _)| name == SystemKind::Redolog.name())
+            .or_else(|| contenders.iter().find(|&&(_, is_redolog)| is_redolog))
+            .map(|&(name, _)| name);
         let rows = keys
             .into_iter()
             .map(|(system, threads)| {
@@ -143,14 +197,12 @@ impl Report {
                 let per_sec: Vec<f64> = points.iter().map(|p| p.commits_per_sec()).collect();
                 let quantile =
                     |q: f64| median(points.iter().map(|p| p.latency_us.value_at_quantile(q) as f64).collect());
-                let baseline = if threads == 1 { SystemKind::Raw } else { SystemKind::Mutex };
-                let ratio = system
-                    .is_redolog()
-                    .then(|| paired_ratio(&measurements, system, baseline, threads))
-                    .flatten()
-                    .map(|value| Ratio { baseline: baseline.name(), value });
+                let ratio = reference.filter(|&reference| reference != system).and_then(|reference| {
+                    let value = paired_ratio(&measurements, system, reference, threads)?;
+                    Some(Ratio { reference, value })
+                });
                 Row {
-                    system: system.name(),
+                    system,
                     threads,
                     durability: options.durability.name(),
                     record_bytes: options.record_bytes,
@@ -171,13 +223,25 @@ impl Report {
             })
             .collect();
         let auto_vs_best = auto_vs_best(&measurements);
-        Report { machine, no_wait: options.no_wait, rows, auto_vs_best }
+        let points = measurements
+            .into_iter()
+            .map(|m| Point {
+                system: m.system,
+                threads: m.threads,
+                round: m.round + 1,
+                commits_per_sec: m.result.commits_per_sec(),
+                p99_us: m.result.latency_us.value_at_quantile(0.99),
+                records_per_fsync: m.result.records_per_fsync(),
+                pipeline: m.pipeline,
+            })
+            .collect();
+        Report { machine, no_wait: options.no_wait, rows, points, auto_vs_best }
     }
 
     pub fn print_table(&self) {
         println!();
         println!(
-            "{:<11} {:>7} {:>12} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7} {:>16} {:>22}",
+            "{:<17} {:>7} {:>12} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7} {:>16} {:>22}",
             "system",
             "threads",
             "commits/s",
@@ -187,13 +251,13 @@ impl Report {
             "rec/fsync",
             "cpu µs/c",
             "spin %",
-            "ratio",
+            "ratio (paired)",
             "spread (min..max/s)"
         );
         for row in &self.rows {
-            let ratio = row.ratio.as_ref().map_or(String::new(), |r| format!("{:.2}× {}", r.value, r.baseline));
+            let ratio = row.ratio.as_ref().map_or(String::new(), |r| format!("{:.2}× {}", r.value, r.reference));
             println!(
-                "{:<11} {:>7} {:>12.0} {:>9} {:>9} {:>9} {:>10.1} {:>9.1} {:>7.2} {:>16} {:>22}",
+                "{:<17} {:>7} {:>12.0} {:>9} {:>9} {:>9} {:>10.1} {:>9.1} {:>7.2} {:>16} {:>22}",
                 row.system,
                 row.threads,
                 row.commits_per_sec,
@@ -226,11 +290,32 @@ impl Report {
         }
     }
 
+    /// One line per system, in table order, of its medians per thread count.
+    pub fn lines(&self) -> Vec<Line> {
+        let mut lines: Vec<Line> = Vec::new();
+        for row in &self.rows {
+            let point = LinePoint { threads: row.threads, commits_per_sec: row.commits_per_sec, p99_us: row.p99_us };
+            match lines.iter_mut().find(|line| line.system == row.system) {
+                Some(line) => line.points.push(point),
+                None => lines.push(Line { system: row.system, points: vec![point] }),
+            }
+        }
+        lines
+    }
+
+    /// What the plot's title says: the device and the durability.
+    pub fn title(&self) -> String {
+        let durability = self.rows.first().map_or("", |row| row.durability);
+        let bytes = self.rows.first().map_or(0, |row| row.record_bytes);
+        format!("{} B records, {durability}, device {}", bytes, self.machine.device)
+    }
+
     pub fn to_json(&self) -> Result<String, BoxError> {
         let json = Json {
             machine: &self.machine,
             no_wait: self.no_wait,
             results: &self.rows,
+            points: &self.points,
             auto_vs_best: &self.auto_vs_best,
         };
         Ok(serde_json::to_string_pretty(&json)?)

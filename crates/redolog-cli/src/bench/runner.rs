@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
 use parking_lot::Mutex;
 use redolog::Durability;
 
 use super::machine::process_cpu_time;
+use super::sync_hook;
 use super::systems::{BoxError, System};
 
 /// What one point should do.
@@ -31,6 +33,7 @@ pub struct PointResult {
     pub commits: u64,
     pub elapsed: Duration,
     pub latency_us: Histogram<u64>,
+    /// fdatasync and fsync calls in the process during the point.
     pub fsyncs: u64,
     pub cpu: Duration,
     /// Time redolog's waiters spent spinning (0 for the baselines).
@@ -111,11 +114,17 @@ fn commit_loop(
 }
 
 /// Runs `workload` against `system` and measures it.
-pub fn run_point(system: &Arc<dyn System>, workload: Workload, label: &str) -> Result<PointResult, BoxError> {
+/// `progress` advances once per measured second; interval lines print above it.
+pub fn run_point(
+    system: &Arc<dyn System>,
+    workload: Workload,
+    label: &str,
+    progress: &ProgressBar,
+) -> Result<PointResult, BoxError> {
     let stop = Arc::new(AtomicBool::new(false));
     let stats: Vec<Arc<ThreadStats>> = (0..workload.threads).map(|_| Arc::new(ThreadStats::new())).collect();
     let commits = || stats.iter().map(|stats| stats.commits.load(Ordering::Relaxed)).sum::<u64>();
-    let fsyncs_before = system.fsyncs();
+    let fsyncs_before = sync_hook::calls();
     let cpu_before = process_cpu_time();
     let started = Instant::now();
     let threads: Vec<_> = stats
@@ -139,13 +148,16 @@ pub fn run_point(system: &Arc<dyn System>, workload: Workload, label: &str) -> R
             }
             let _ = total.add(&window);
             let now = commits();
+            progress.inc(1);
             if workload.print_intervals {
-                println!(
-                    "[ {second}s ] {label} thds: {} tps: {:.2} lat (ms,95%): {:.3}",
-                    workload.threads,
-                    (now - last_commits) as f64,
-                    window.value_at_quantile(0.95) as f64 / 1000.0
-                );
+                progress.suspend(|| {
+                    println!(
+                        "[ {second}s ] {label} thds: {} tps: {:.2} lat (ms,95%): {:.3}",
+                        workload.threads,
+                        (now - last_commits) as f64,
+                        window.value_at_quantile(0.95) as f64 / 1000.0
+                    )
+                });
             }
             last_commits = now;
             second += 1;
@@ -163,7 +175,7 @@ pub fn run_point(system: &Arc<dyn System>, workload: Workload, label: &str) -> R
         commits: commits(),
         elapsed,
         latency_us: total,
-        fsyncs: system.fsyncs() - fsyncs_before,
+        fsyncs: sync_hook::calls() - fsyncs_before,
         cpu: process_cpu_time() - cpu_before,
         spin: Duration::ZERO,
     })

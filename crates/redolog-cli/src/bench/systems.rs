@@ -14,15 +14,12 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use parking_lot::Mutex as FastMutex;
 use redolog::{Config, Durability, Log, Lsn, Pipeline};
-
-use super::device::Device;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -39,8 +36,6 @@ pub trait System: Send + Sync {
         self.wait(token, durability)?;
         Ok(token)
     }
-    /// fdatasync calls so far.
-    fn fsyncs(&self) -> u64;
     /// Called every 100 ms while a point runs (redolog: checkpoint, as an engine's
     /// page cleaner would, so the log never fills).
     fn maintain(&self) {}
@@ -63,10 +58,24 @@ pub enum SystemKind {
     Dedicated,
     Mutex,
     Raw,
+    /// RocksDB (system library, 7.x): a WriteBatch with one put per commit,
+    /// `sync` per the durability (cargo feature `peers`).
+    #[cfg(feature = "peers")]
+    #[value(name = "rocksdb")]
+    RocksDb,
+    /// RocksDB with `enable_pipelined_write` (cargo feature `peers`).
+    #[cfg(feature = "peers")]
+    #[value(name = "rocksdb-pipelined")]
+    RocksDbPipelined,
     /// raft-engine 0.4 (TiKV's Raft log): a LogBatch with one put per commit,
     /// written with `sync` per the durability (cargo feature `peers`).
     #[cfg(feature = "peers")]
     RaftEngine,
+    /// okaywal 0.3: one entry of one chunk per commit; every commit fdatasyncs
+    /// (cargo feature `peers`).
+    #[cfg(feature = "peers")]
+    #[value(name = "okaywal")]
+    OkayWal,
 }
 
 impl SystemKind {
@@ -83,37 +92,50 @@ impl SystemKind {
             SystemKind::Mutex => "mutex",
             SystemKind::Raw => "raw",
             #[cfg(feature = "peers")]
+            SystemKind::RocksDb => "rocksdb",
+            #[cfg(feature = "peers")]
+            SystemKind::RocksDbPipelined => "rocksdb-pipelined",
+            #[cfg(feature = "peers")]
             SystemKind::RaftEngine => "raft-engine",
+            #[cfg(feature = "peers")]
+            SystemKind::OkayWal => "okaywal",
         }
     }
 
-    pub fn open(self, dir: &Path, device: Device) -> Result<Arc<dyn System>, BoxError> {
+    pub fn open(self, dir: &Path) -> Result<Arc<dyn System>, BoxError> {
         let dir = dir.join(self.name());
         std::fs::create_dir_all(&dir)?;
         Ok(match self {
-            SystemKind::Redolog => Arc::new(RedologSystem::open(&dir, Pipeline::Auto, device)?),
-            SystemKind::Group => Arc::new(RedologSystem::open(&dir, Pipeline::GroupCommit, device)?),
-            SystemKind::Dedicated => Arc::new(RedologSystem::open(&dir, Pipeline::Dedicated, device)?),
-            SystemKind::Mutex => Arc::new(MutexLog::open(&dir, device)?),
-            SystemKind::Raw => Arc::new(RawLog::open(&dir, device)?),
+            SystemKind::Redolog => Arc::new(RedologSystem::open(&dir, Pipeline::Auto)?),
+            SystemKind::Group => Arc::new(RedologSystem::open(&dir, Pipeline::GroupCommit)?),
+            SystemKind::Dedicated => Arc::new(RedologSystem::open(&dir, Pipeline::Dedicated)?),
+            SystemKind::Mutex => Arc::new(MutexLog::open(&dir)?),
+            SystemKind::Raw => Arc::new(RawLog::open(&dir)?),
             #[cfg(feature = "peers")]
-            SystemKind::RaftEngine => Arc::new(super::peers::RaftEngineSystem::open(&dir, device)?),
+            SystemKind::RocksDb => Arc::new(super::peers::RocksDbSystem::open(&dir, false)?),
+            #[cfg(feature = "peers")]
+            SystemKind::RocksDbPipelined => Arc::new(super::peers::RocksDbSystem::open(&dir, true)?),
+            #[cfg(feature = "peers")]
+            SystemKind::RaftEngine => Arc::new(super::peers::RaftEngineSystem::open(&dir)?),
+            #[cfg(feature = "peers")]
+            SystemKind::OkayWal => Arc::new(super::peers::OkayWalSystem::open(&dir)?),
         })
     }
 }
 
-struct RedologSystem {
+pub struct RedologSystem {
     log: Log,
 }
 
 impl RedologSystem {
-    fn open(dir: &Path, pipeline: Pipeline, device: Device) -> Result<Self, BoxError> {
-        let config = Config { pipeline, ..Config::default() };
-        let (log, _) = match device {
-            // The simulated latency lives in the storage layer.
-            Device::Sim { .. } => Log::open_with_storage(dir, config, device.storage())?,
-            Device::Disk | Device::Tmpfs => Log::open(dir, config)?,
-        };
+    fn open(dir: &Path, pipeline: Pipeline) -> Result<Self, BoxError> {
+        Self::open_with(dir, Config { pipeline, ..Config::default() })
+    }
+
+    /// redolog with `config` (the scenarios' variants), in `dir`.
+    pub fn open_with(dir: &Path, config: Config) -> Result<Self, BoxError> {
+        std::fs::create_dir_all(dir)?;
+        let (log, _) = Log::open(dir, config)?;
         Ok(RedologSystem { log })
     }
 }
@@ -125,10 +147,6 @@ impl System for RedologSystem {
 
     fn wait(&self, token: u64, durability: Durability) -> Result<(), BoxError> {
         Ok(self.log.wait(Lsn(token), durability)?)
-    }
-
-    fn fsyncs(&self) -> u64 {
-        self.log.metrics().log_fsyncs
     }
 
     fn maintain(&self) {
@@ -146,13 +164,12 @@ impl System for RedologSystem {
 struct RingFile {
     file: File,
     bytes: u64,
-    device: Device,
 }
 
 impl RingFile {
     const BYTES: u64 = 256 << 20;
 
-    fn create(dir: &Path, device: Device) -> io::Result<Self> {
+    fn create(dir: &Path) -> io::Result<Self> {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.join("log"))?;
         let zeros = vec![0u8; 1 << 20];
         for chunk in 0..Self::BYTES >> 20 {
@@ -160,12 +177,11 @@ impl RingFile {
         }
         file.sync_all()?;
         File::open(dir)?.sync_all()?;
-        Ok(RingFile { file, bytes: Self::BYTES, device })
+        Ok(RingFile { file, bytes: Self::BYTES })
     }
 
-    /// fdatasync under the device profile.
     fn sync(&self) -> io::Result<()> {
-        self.device.sync(&self.file)
+        self.file.sync_data()
     }
 
     /// Writes `data` at stream position `position`, wrapping at the end.
@@ -191,7 +207,6 @@ struct MutexLog {
     ring: RingFile,
     state: Mutex<MutexState>,
     changed: Condvar,
-    fsyncs: AtomicU64,
 }
 
 #[derive(Default)]
@@ -207,13 +222,8 @@ struct MutexState {
 const MUTEX_BUFFER_BYTES: usize = 1 << 20;
 
 impl MutexLog {
-    fn open(dir: &Path, device: Device) -> io::Result<Self> {
-        Ok(MutexLog {
-            ring: RingFile::create(dir, device)?,
-            state: Mutex::new(MutexState::default()),
-            changed: Condvar::new(),
-            fsyncs: AtomicU64::new(0),
-        })
+    fn open(dir: &Path) -> io::Result<Self> {
+        Ok(MutexLog { ring: RingFile::create(dir)?, state: Mutex::new(MutexState::default()), changed: Condvar::new() })
     }
 
     fn done(state: &MutexState, token: u64, durability: Durability) -> bool {
@@ -258,7 +268,6 @@ impl System for MutexLog {
             let sync = durability == Durability::Synced;
             if sync {
                 self.ring.sync()?;
-                self.fsyncs.fetch_add(1, Ordering::Relaxed);
             }
             state = self.lock();
             state.written = upto;
@@ -270,22 +279,17 @@ impl System for MutexLog {
         }
         Ok(())
     }
-
-    fn fsyncs(&self) -> u64 {
-        self.fsyncs.load(Ordering::Relaxed)
-    }
 }
 
 /// One write and one fdatasync per record; serialised by a mutex.
 struct RawLog {
     ring: RingFile,
     position: FastMutex<u64>,
-    fsyncs: AtomicU64,
 }
 
 impl RawLog {
-    fn open(dir: &Path, device: Device) -> io::Result<Self> {
-        Ok(RawLog { ring: RingFile::create(dir, device)?, position: FastMutex::new(0), fsyncs: AtomicU64::new(0) })
+    fn open(dir: &Path) -> io::Result<Self> {
+        Ok(RawLog { ring: RingFile::create(dir)?, position: FastMutex::new(0) })
     }
 }
 
@@ -303,12 +307,7 @@ impl System for RawLog {
         if durability == Durability::Synced {
             let _position = self.position.lock();
             self.ring.sync()?;
-            self.fsyncs.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
-    }
-
-    fn fsyncs(&self) -> u64 {
-        self.fsyncs.load(Ordering::Relaxed)
     }
 }
