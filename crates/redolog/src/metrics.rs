@@ -156,6 +156,8 @@ pub(crate) struct MetricsRecorder {
     /// Total time `wait` spent waiting, in ns: by Little's law, divided by the
     /// elapsed time it is the mean number of waiting committers (commit/auto.rs).
     pub(crate) commit_wait_ns: Counter,
+    /// The part of `commit_wait_ns` spent waiting for `Durability::Synced`.
+    pub(crate) commit_sync_wait_ns: Counter,
     pub(crate) pipeline_switches: Counter,
     pub(crate) writes: Counter,
     pub(crate) bytes_written: Counter,
@@ -185,6 +187,7 @@ impl MetricsRecorder {
             log_flusher: WaitCounters::default(),
             write_requests: Counter::default(),
             commit_wait_ns: Counter::default(),
+            commit_sync_wait_ns: Counter::default(),
             pipeline_switches: Counter::default(),
             writes: Counter::default(),
             bytes_written: Counter::default(),

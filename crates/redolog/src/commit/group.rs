@@ -362,6 +362,9 @@ impl Shared {
         let waited = started.elapsed();
         self.metrics.commit_wait_us.record_us(waited.as_micros() as u64);
         self.metrics.commit_wait_ns.add(waited.as_nanos() as u64);
+        if durability == crate::Durability::Synced {
+            self.metrics.commit_sync_wait_ns.add(waited.as_nanos() as u64);
+        }
         result
     }
 }
