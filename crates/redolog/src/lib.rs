@@ -30,6 +30,9 @@
 #![warn(missing_docs)]
 
 mod append;
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
+pub mod bench_internals;
 mod buffer;
 mod checkpoint;
 mod commit;
