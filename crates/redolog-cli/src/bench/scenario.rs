@@ -154,11 +154,12 @@ impl Scenario {
                     .map_or(String::new(), |ratio| format!(", {ratio:.2}× {reference}"));
                 let story = match self {
                     Scenario::Wakeup => format!(
-                        "space waits per commit {:.3} (ring {:.3}, link buffer {:.3}), wait loops per wait {:.2}, \
-                         lost wake-ups {}",
+                        "space waits per commit {:.3} (ring {:.3}, link buffer {:.3}), wait loops per commit {:.3} \
+                         and per wait {:.2}, lost wake-ups {}",
                         stats.per_commit(&["log_on_buffer_space_waits", "log_on_recent_written_waits"]),
                         stats.per_commit(&["log_on_buffer_space_waits"]),
                         stats.per_commit(&["log_on_recent_written_waits"]),
+                        stats.per_commit(&["log_on_buffer_space_wait_loops", "log_on_recent_written_wait_loops"]),
                         stats.loops_per_wait(&["log_on_buffer_space_", "log_on_recent_written_"]),
                         stats.sum(&[
                             "log_on_buffer_space_timeouts_with_work",
@@ -231,5 +232,42 @@ impl<'a> Stats<'a> {
         let loops = self.sum(&loops.iter().map(String::as_str).collect::<Vec<_>>());
         let waits = self.sum(&waits.iter().map(String::as_str).collect::<Vec<_>>());
         loops as f64 / waits.max(1) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        options: BenchOptions,
+    }
+
+    /// Each scenario sets what its seed measured and keeps the device, time,
+    /// rounds and outputs the user gave.
+    #[test]
+    fn scenarios_set_the_seeds_settings() {
+        let base =
+            Cli::parse_from(["bench", "--device", "tmpfs", "--seconds", "5", "--rounds", "4", "--no-wait"]).options;
+        let expect = [
+            (Scenario::Wakeup, vec![64], DurabilityArg::Synced, None),
+            (Scenario::CpuQuota, vec![64], DurabilityArg::Synced, Some(1.0)),
+            (Scenario::FewCores, vec![128], DurabilityArg::Synced, None),
+            (Scenario::DoubleBuffer, vec![16, 64, 256], DurabilityArg::Written, None),
+        ];
+        for (scenario, threads, durability, quota) in expect {
+            let options = scenario.options(&base);
+            assert_eq!(options.threads, threads, "{}", scenario.name());
+            assert_eq!(options.durability, durability, "{}", scenario.name());
+            assert_eq!(options.cpu_quota, quota, "{}", scenario.name());
+            assert!(!options.no_wait, "{}: every scenario waits for its commits", scenario.name());
+            assert_eq!((options.seconds, options.rounds), (5.0, 4), "{}", scenario.name());
+            assert_eq!(options.device, base.device);
+            assert_eq!(Scenario::from_str(scenario.name(), false), Ok(scenario), "the CLI name");
+        }
     }
 }
