@@ -157,6 +157,8 @@ fn bench_plots_svg_and_png() {
 /// ours: seed 000's with the wait counters, which show no lost wake-up.
 #[test]
 fn bench_runs_a_seed_scenario() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("out.json");
     let output = redolog(&[
         "bench",
         "--scenario",
@@ -169,10 +171,14 @@ fn bench_runs_a_seed_scenario() {
         "1",
         "--intervals",
         "false",
+        "--json",
+        json.to_str().expect("utf-8 path"),
     ]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let stdout = text(&output.stdout);
     assert!(stdout.contains("seed 000"), "{stdout}");
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
+    assert_eq!(value["scenario"], "seed-wakeup");
     for system in ["redolog ", "redolog-tiny "] {
         let line = stdout
             .lines()

@@ -73,6 +73,9 @@ struct Point {
 #[derive(Serialize)]
 struct Json<'a> {
     machine: &'a Machine,
+    /// The seed's experiment (`--scenario`), if the run was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scenario: Option<&'static str>,
     no_wait: bool,
     results: &'a [Row],
     points: &'a [Point],
@@ -93,6 +96,7 @@ pub struct LinePoint {
 
 pub struct Report {
     machine: Machine,
+    scenario: Option<&'static str>,
     no_wait: bool,
     rows: Vec<Row>,
     points: Vec<Point>,
@@ -235,7 +239,8 @@ impl Report {
                 pipeline: m.pipeline,
             })
             .collect();
-        Report { machine, no_wait: options.no_wait, rows, points, auto_vs_best }
+        let scenario = options.scenario.map(|scenario| scenario.name());
+        Report { machine, scenario, no_wait: options.no_wait, rows, points, auto_vs_best }
     }
 
     pub fn print_table(&self) {
@@ -313,6 +318,7 @@ impl Report {
     pub fn to_json(&self) -> Result<String, BoxError> {
         let json = Json {
             machine: &self.machine,
+            scenario: self.scenario,
             no_wait: self.no_wait,
             results: &self.rows,
             points: &self.points,
