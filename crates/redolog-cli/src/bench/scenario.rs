@@ -127,28 +127,24 @@ impl Scenario {
         println!();
         println!("scenario {}", self.name());
         println!("  {}", self.seed_story());
-        let threads_of = |system: &str| {
-            let mut threads: Vec<usize> =
-                measurements.iter().filter(|m| m.system == system).map(|m| m.threads).collect();
-            threads.sort_unstable();
-            threads.dedup();
-            threads
+        let reference = match self {
+            Scenario::Wakeup => "redolog",
+            Scenario::CpuQuota | Scenario::FewCores => "group",
+            Scenario::DoubleBuffer => "mutex",
         };
-        let mut systems: Vec<&'static str> = measurements.iter().map(|m| m.system).collect();
-        let mut seen = Vec::new();
-        systems.retain(|system| {
-            let first = !seen.contains(system);
-            seen.push(*system);
-            first
-        });
+        let mut systems: Vec<&'static str> = Vec::new();
+        for m in measurements {
+            if !systems.contains(&m.system) {
+                systems.push(m.system);
+            }
+        }
         for &system in &systems {
-            for threads in threads_of(system) {
+            let mut thread_counts: Vec<usize> =
+                measurements.iter().filter(|m| m.system == system).map(|m| m.threads).collect();
+            thread_counts.sort_unstable();
+            thread_counts.dedup();
+            for threads in thread_counts {
                 let stats = Stats::of(measurements, system, threads);
-                let reference = match self {
-                    Scenario::Wakeup => "redolog",
-                    Scenario::CpuQuota | Scenario::FewCores => "group",
-                    Scenario::DoubleBuffer => "mutex",
-                };
                 let ratio = paired_ratio(measurements, system, reference, threads)
                     .filter(|_| system != reference)
                     .map_or(String::new(), |ratio| format!(", {ratio:.2}× {reference}"));
@@ -227,11 +223,10 @@ impl<'a> Stats<'a> {
 
     /// Wait loops per wait over the wait sites with these prefixes.
     fn loops_per_wait(&self, prefixes: &[&str]) -> f64 {
-        let names = |suffix: &str| prefixes.iter().map(|prefix| format!("{prefix}{suffix}")).collect::<Vec<_>>();
-        let (loops, waits) = (names("wait_loops"), names("waits"));
-        let loops = self.sum(&loops.iter().map(String::as_str).collect::<Vec<_>>());
-        let waits = self.sum(&waits.iter().map(String::as_str).collect::<Vec<_>>());
-        loops as f64 / waits.max(1) as f64
+        let total = |suffix: &str| -> u64 {
+            prefixes.iter().map(|prefix| self.sum(&[format!("{prefix}{suffix}").as_str()])).sum()
+        };
+        total("wait_loops") as f64 / total("waits").max(1) as f64
     }
 }
 
