@@ -17,6 +17,18 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// `redolog bench` for one round without interval lines, plus `args`; it must
+/// succeed. Returns its standard output.
+fn bench(args: &[&str]) -> String {
+    let output = redolog(&[&["bench", "--rounds", "1", "--intervals", "false"], args].concat());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    text(&output.stdout)
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).expect("json")).expect("parse")
+}
+
 /// A closed log with three groups, one of them spanning several blocks.
 fn sample_log(dir: &Path) {
     let config = Config { capacity_bytes: 1 << 20, buffer_bytes: 64 << 10, ..Config::default() };
@@ -77,23 +89,17 @@ fn dump_prints_the_checkpoint_and_every_group() {
 fn bench_writes_json_in_the_documented_schema() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("out.json");
-    let output = redolog(&[
-        "bench",
+    bench(&[
         "--threads",
         "1,2",
         "--seconds",
         "0.2",
-        "--rounds",
-        "1",
-        "--intervals",
-        "false",
         "--dir",
         dir.path().to_str().expect("utf-8 path"),
         "--json",
         json.to_str().expect("utf-8 path"),
     ]);
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
+    let value = read_json(&json);
     for key in ["cpu", "cores", "kernel", "filesystem", "device", "fdatasync_p50_us", "fdatasync_p99_us"] {
         assert!(value["machine"].get(key).is_some(), "machine.{key} missing: {value}");
     }
@@ -129,22 +135,7 @@ fn bench_writes_json_in_the_documented_schema() {
 fn bench_plots_svg_and_png() {
     let dir = tempfile::tempdir().expect("tempdir");
     let svg = dir.path().join("plot.svg");
-    let output = redolog(&[
-        "bench",
-        "--device",
-        "tmpfs",
-        "--threads",
-        "1,2",
-        "--seconds",
-        "0.1",
-        "--rounds",
-        "1",
-        "--intervals",
-        "false",
-        "--plot",
-        svg.to_str().expect("utf-8 path"),
-    ]);
-    assert!(output.status.success(), "{}", text(&output.stderr));
+    bench(&["--device", "tmpfs", "--threads", "1,2", "--seconds", "0.1", "--plot", svg.to_str().expect("utf-8 path")]);
     let drawing = std::fs::read_to_string(&svg).expect("svg");
     for label in ["commits/s", "p99 latency", "redolog", "mutex", "threads"] {
         assert!(drawing.contains(label), "{label} missing from the SVG");
@@ -159,26 +150,18 @@ fn bench_plots_svg_and_png() {
 fn bench_runs_a_seed_scenario() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("out.json");
-    let output = redolog(&[
-        "bench",
+    let stdout = bench(&[
         "--scenario",
         "seed-wakeup",
         "--device",
         "tmpfs",
         "--seconds",
         "0.3",
-        "--rounds",
-        "1",
-        "--intervals",
-        "false",
         "--json",
         json.to_str().expect("utf-8 path"),
     ]);
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    let stdout = text(&output.stdout);
     assert!(stdout.contains("seed 000"), "{stdout}");
-    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
-    assert_eq!(value["scenario"], "seed-wakeup");
+    assert_eq!(read_json(&json)["scenario"], "seed-wakeup");
     for system in ["redolog ", "redolog-tiny "] {
         let line = stdout
             .lines()
@@ -194,24 +177,18 @@ fn bench_runs_a_seed_scenario() {
 fn a_simulated_device_makes_fdatasync_take_its_latency() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("out.json");
-    let output = redolog(&[
-        "bench",
+    let stdout = bench(&[
         "--device",
         "sim:2ms",
         "--threads",
         "1",
         "--seconds",
         "0.3",
-        "--rounds",
-        "1",
-        "--intervals",
-        "false",
         "--json",
         json.to_str().expect("utf-8 path"),
     ]);
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    assert!(text(&output.stdout).contains("device sim:2000us: fdatasync p50"), "{}", text(&output.stdout));
-    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
+    assert!(stdout.contains("device sim:2000us: fdatasync p50"), "{stdout}");
+    let value = read_json(&json);
     assert_eq!(value["machine"]["device"], "sim:2000us");
     assert!(value["machine"]["fdatasync_p50_us"].as_f64().expect("number") >= 2000.0, "{value}");
     for result in value["results"].as_array().expect("results") {
