@@ -2,8 +2,9 @@
 //! costs. `disk` uses the directory as it is; `tmpfs` uses /dev/shm, where
 //! fdatasync is almost free (the CPU path); `sim:<latency>` stores on /dev/shm
 //! and makes every fdatasync take a fixed latency, for every system through the
-//! process-wide hook in `sync_hook`: a fast NVMe, modelled deterministically (this machine's disk moved from 58 µs to 4 ms per
-//! fdatasync within ten minutes).
+//! process-wide hook in `sync_hook`: a fast NVMe, modelled deterministically
+//! (this machine's disk moved from 58 µs to 4 ms per fdatasync within ten
+//! minutes).
 
 use std::fmt;
 use std::path::{Path, PathBuf};

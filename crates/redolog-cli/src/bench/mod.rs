@@ -242,10 +242,10 @@ fn run_rounds(options: &BenchOptions, contenders: &[Contender]) -> Result<Vec<Me
                 let mut pipeline = None;
                 if let (Some(before), Some(after)) = (before, contender.system.metrics()) {
                     result.spin = Duration::from_micros(after.spin_us() - before.spin_us());
-                    if options.metrics {
-                        progress.suspend(|| print_metrics_delta(&label, threads, &before, &after));
-                    }
                     counters = counter_deltas(&before, &after);
+                    if options.metrics {
+                        progress.suspend(|| print_metrics_delta(&label, threads, &after, &counters));
+                    }
                     pipeline = Some(format!("{:?}", after.pipeline));
                 }
                 measurements.push(Measurement { system: contender.name, threads, round, result, pipeline, counters });
@@ -270,7 +270,7 @@ fn progress_bar(total_seconds: f64) -> ProgressBar {
     progress
 }
 
-/// The counters that grew between two snapshots (not the LSN gauges).
+/// Each counter's growth between two snapshots (not the LSN gauges).
 fn counter_deltas(before: &redolog::Metrics, after: &redolog::Metrics) -> Vec<(String, u64)> {
     before
         .counters()
@@ -282,14 +282,12 @@ fn counter_deltas(before: &redolog::Metrics, after: &redolog::Metrics) -> Vec<(S
 }
 
 /// Prints the counters that moved during a point.
-fn print_metrics_delta(label: &str, threads: usize, before: &redolog::Metrics, after: &redolog::Metrics) {
+fn print_metrics_delta(label: &str, threads: usize, after: &redolog::Metrics, deltas: &[(String, u64)]) {
     println!(
         "-- {label} {threads} threads: pipeline {:?} ({}), {} usable CPUs, {} % busy; counters during the point",
         after.pipeline, after.pipeline_reason, after.cpu_usable, after.cpu_busy_pct
     );
-    for ((name, old), (_, new)) in before.counters().iter().zip(after.counters()) {
-        if new != *old && !name.starts_with("log_lsn") {
-            println!("   {name:<36} {}", new - old);
-        }
+    for (name, delta) in deltas.iter().filter(|(_, delta)| *delta != 0) {
+        println!("   {name:<36} {delta}");
     }
 }
