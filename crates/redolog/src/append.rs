@@ -3,12 +3,16 @@
 //! No lock is taken here. The only shared writes are the `fetch_add` on `sn`, the
 //! appender's own ring bytes and link slot, and the link-buffer tail.
 
-use crate::core::{PoisonOnPanic, Shared, SN_CLOSED};
+use crate::buffer::RingBuffer;
 use crate::error::{Error, Result};
 use crate::format::{
     encoded_group_bytes, write_group_header, BLOCK_DATA_BYTES, GROUP_HEADER_BYTES, RECORD_HEADER_BYTES,
 };
+use crate::link_buf::LinkBuf;
 use crate::lsn::{BlockNo, Lsn, Sn};
+use crate::metrics::MetricsRecorder;
+use crate::pipeline::{PoisonOnPanic, Port, Site, Stages};
+use crate::sync::atomic::Ordering;
 
 /// A group's encoded bytes, produced piece by piece without building a buffer.
 struct GroupBytes<'a> {
@@ -18,8 +22,8 @@ struct GroupBytes<'a> {
 
 impl GroupBytes<'_> {
     /// Copies encoded bytes `[skip, skip + len)` of the group into the ring at `at`.
-    fn copy_range(&self, shared: &Shared, at: Lsn, skip: u64, len: u64) -> Lsn {
-        let mut cursor = Cursor { shared, at, position: 0, skip, end: skip + len };
+    fn copy_range(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn {
+        let mut cursor = Cursor { ring, at, position: 0, skip, end: skip + len };
         // The group header and the first record's length go out as one piece: a
         // single-record group (the common commit) is then two copies, not three.
         let mut head = [0u8; GROUP_HEADER_BYTES + RECORD_HEADER_BYTES];
@@ -44,7 +48,7 @@ impl GroupBytes<'_> {
 
 /// Walks the encoded group, copying the part inside `[skip, end)`.
 struct Cursor<'a> {
-    shared: &'a Shared,
+    ring: &'a RingBuffer,
     at: Lsn,
     position: u64,
     skip: u64,
@@ -60,16 +64,82 @@ impl Cursor<'_> {
         }
         let from = self.skip.saturating_sub(piece_start) as usize;
         let to = (self.end - piece_start).min(piece.len() as u64) as usize;
-        self.at = self.shared.ring.copy_in(self.at, &piece[from..to]);
+        self.at = self.ring.copy_in(self.at, &piece[from..to]);
     }
 }
 
-impl Shared {
-    /// Appends one group; returns its end LSN. Never waits for durability, only
-    /// for ring or link-buffer space.
-    pub(crate) fn append_group(&self, records: &[&[u8]]) -> Result<Lsn> {
+/// Bit 63 of the reservation counter: the log is closed; appends fail with
+/// `Error::Closed`.
+const SN_CLOSED: u64 = 1 << 63;
+
+/// The append stage: the reservation counter, the ring the groups are copied
+/// into, and the link buffer (MySQL's `recent_written`) that publishes the
+/// completed prefix, `ready`.
+pub(crate) struct Appender {
+    ring: RingBuffer,
+    link: LinkBuf,
+    /// `Config::group_bytes_max`.
+    group_bytes_max: u64,
+    /// The most data a group may hold: the writable ring of files less a block
+    /// at each end (INV-7).
+    capacity: u64,
+}
+
+impl Appender {
+    /// An appender whose next group starts at `end`; `last_block` is the image
+    /// of the block holding `end`.
+    pub(crate) fn new(ring_bytes: usize, end: Lsn, last_block: &[u8], group_bytes_max: u64, ring_blocks: u64) -> Self {
+        let mut ring = RingBuffer::new(ring_bytes);
+        ring.load_block(end.block(), last_block);
+        // Reach 1/16 of the ring, as MySQL sizes recent_written (1 MiB by default).
+        let link_capacity = (ring_bytes >> (4 + crate::link_buf::GRANULE_SHIFT)).max(256);
+        Appender {
+            ring,
+            link: LinkBuf::new(link_capacity, end.0, end.to_sn().0),
+            group_bytes_max,
+            capacity: (ring_blocks - 2) * BLOCK_DATA_BYTES as u64,
+        }
+    }
+
+    /// The ring the writer reads from.
+    pub(crate) fn ring(&self) -> &RingBuffer {
+        &self.ring
+    }
+
+    /// End of the completed prefix: every byte before it is copied (INV-2).
+    pub(crate) fn ready(&self) -> Lsn {
+        Lsn(self.link.tail())
+    }
+
+    /// Next data byte to reserve (INV-1). The counter lives on the link
+    /// buffer's tail line: every append touches both.
+    fn sn(&self) -> &std::sync::atomic::AtomicU64 {
+        self.link.reserved()
+    }
+
+    /// End of everything reserved so far.
+    pub(crate) fn reserved_end(&self) -> Lsn {
+        Sn(self.sn().load(Ordering::SeqCst) & !SN_CLOSED).to_lsn()
+    }
+
+    /// Closes the log to appends; returns the end of what was reserved, or
+    /// `None` if it was closed already.
+    pub(crate) fn close(&self) -> Option<Lsn> {
+        let previous = self.sn().fetch_or(SN_CLOSED, Ordering::SeqCst);
+        (previous & SN_CLOSED == 0).then(|| Sn(previous).to_lsn())
+    }
+
+    /// Appends one group; returns its end LSN. Never waits for durability,
+    /// only for ring space (through the write stage) or link-buffer space.
+    pub(crate) fn append_group<W, P: Port<Writer = W>>(
+        &self,
+        records: &[&[u8]],
+        stages: &Stages<W>,
+        port: &P,
+        metrics: &MetricsRecorder,
+    ) -> Result<Lsn> {
         let bytes = self.check_group_size(records)?;
-        self.check_poison()?;
+        stages.check()?;
         // INV-1: one fetch_add reserves the range. SeqCst: the link buffer's head
         // skips its slot check when no reservation lies past its link, which needs
         // reservations in the same total order as its tail store (link_buf.rs).
@@ -82,17 +152,17 @@ impl Shared {
         // Poisons the log if we unwind between reserving and publishing: the hole
         // would otherwise block every later commit forever. Forgotten on the way
         // out, so the common path pays nothing for it.
-        let guard = PoisonOnPanic { shared: self, op: "append" };
-        let end = self.copy_group(&group, Sn(start_sn), bytes);
+        let guard = PoisonOnPanic { stages, op: "append" };
+        let end = self.copy_group(&group, Sn(start_sn), bytes, stages, port, metrics);
         std::mem::forget(guard);
         let end = end?;
         // One counter update per group in the common case of one record: the
         // no-wait profile showed the metrics' read-modify-writes at 10% of an append.
-        self.metrics.groups.add(1);
+        metrics.groups.add(1);
         match records.len() {
             1 => {}
-            0 => self.metrics.empty_groups.add(1),
-            count => self.metrics.records_beyond_one.add(count as u64 - 1),
+            0 => metrics.empty_groups.add(1),
+            count => metrics.records_beyond_one.add(count as u64 - 1),
         }
         Ok(end)
     }
@@ -103,25 +173,32 @@ impl Shared {
             let bytes = records.iter().map(|record| 4 + record.len() as u64).sum::<u64>() + 8;
             return Err(Error::GroupTooLarge { bytes, limit: format_limit, limit_name: "the format's 32-bit length" });
         };
-        if bytes > self.config.group_bytes_max {
+        if bytes > self.group_bytes_max {
             return Err(Error::GroupTooLarge {
                 bytes,
-                limit: self.config.group_bytes_max,
+                limit: self.group_bytes_max,
                 limit_name: "Config::group_bytes_max",
             });
         }
         // The whole group must fit between a checkpoint at its start and the end of
         // the writable ring (INV-7), with a block to spare at each end.
-        let capacity = (self.layout.ring_blocks - 2) * BLOCK_DATA_BYTES as u64;
-        if bytes > capacity {
-            return Err(Error::GroupTooLarge { bytes, limit: capacity, limit_name: "the log capacity" });
+        if bytes > self.capacity {
+            return Err(Error::GroupTooLarge { bytes, limit: self.capacity, limit_name: "the log capacity" });
         }
         Ok(bytes)
     }
 
     /// Copies the group in chunks of at most half the ring, each published as its
     /// own link, so a group larger than the ring streams through it.
-    fn copy_group(&self, group: &GroupBytes<'_>, start: Sn, bytes: u64) -> Result<Lsn> {
+    fn copy_group<W, P: Port<Writer = W>>(
+        &self,
+        group: &GroupBytes<'_>,
+        start: Sn,
+        bytes: u64,
+        stages: &Stages<W>,
+        port: &P,
+        metrics: &MetricsRecorder,
+    ) -> Result<Lsn> {
         let group_end = Sn(start.0 + bytes).to_lsn();
         let chunk_max = (self.ring.ring_blocks() / 2).max(1) * BLOCK_DATA_BYTES as u64;
         // Equal chunks, so none is shorter than a link-buffer granule (the last
@@ -131,18 +208,18 @@ impl Shared {
         let mut done = 0;
         while done < bytes {
             if done > 0 {
-                self.metrics.extra_chunks.add(1);
+                metrics.extra_chunks.add(1);
             }
             let len = chunk_len.min(bytes - done);
             let chunk_start = Sn(start.0 + done).to_lsn();
             let chunk_end = Sn(start.0 + done + len).to_lsn();
-            self.wait_ring_space(chunk_end.block())?;
-            self.wait_link_space(chunk_start)?;
-            let copied_to = group.copy_range(self, chunk_start, done, len);
+            self.wait_ring_space(chunk_end.block(), stages, port)?;
+            self.wait_link_space(chunk_start, stages, metrics)?;
+            let copied_to = group.copy_range(&self.ring, chunk_start, done, len);
             debug_assert_eq!(copied_to, chunk_end);
             self.set_first_groups(chunk_start, chunk_end, group_end);
             if let Some((old, new)) = self.link.add(chunk_start.0, chunk_end.0, || self.reserved_end().0) {
-                self.ready_events.notify_range(old, new);
+                stages.ready_moved(Lsn(old), Lsn(new));
             }
             done += len;
         }
@@ -160,29 +237,27 @@ impl Shared {
     }
 
     /// INV-3: waits until ring block `last` may be written.
-    fn wait_ring_space(&self, last: BlockNo) -> Result<()> {
+    fn wait_ring_space<W, P: Port<Writer = W>>(&self, last: BlockNo, stages: &Stages<W>, port: &P) -> Result<()> {
         let ring_blocks = self.ring.ring_blocks();
-        if last.0 < self.written().block().0 + ring_blocks {
+        if last.0 < stages.written().block().0 + ring_blocks {
             // Not counted: `no_waits` is derived from the chunk count (metrics.rs).
             return Ok(());
         }
         // Free when `written` reaches the block that shares the ring slot with `last`
         // plus one: then the whole previous lap of that slot is written.
         let target = BlockNo(last.0 + 1 - ring_blocks).start();
-        self.wait_written_for(target, &self.metrics.on_buffer_space)
+        stages.wait_written(port, target, Site::BufferSpace)
     }
 
     /// Waits until the link buffer has a slot for a link starting at `from`.
-    fn wait_link_space(&self, from: Lsn) -> Result<()> {
+    fn wait_link_space<W>(&self, from: Lsn, stages: &Stages<W>, metrics: &MetricsRecorder) -> Result<()> {
         if self.link.has_space(from.0) {
             // Not counted: `no_waits` is derived from the chunk count (metrics.rs).
             return Ok(());
         }
-        let target = self.link.space_target(from.0);
-        let waited = self
-            .ready_events
-            .wait(target, crate::wait::Spin::NONE, || self.is_poisoned() || self.link.has_space(from.0));
-        self.metrics.on_recent_written.record(true, waited);
-        self.check_poison()
+        let target = Lsn(self.link.space_target(from.0));
+        let waited = stages.wait_ready_space(target, || self.link.has_space(from.0));
+        metrics.on_recent_written.record(true, waited);
+        stages.check()
     }
 }

@@ -1,68 +1,136 @@
 //! Checkpoints: the caller's promise that everything before an LSN is persistent
 //! elsewhere, stored in two alternating slots (docs/DESIGN.md §1.8, INV-7, INV-15).
 
-use crate::core::{PoisonOnPanic, Shared};
-use crate::error::{Error, Result};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, IoFailure, Result};
 use crate::failpoint::failpoint;
 use crate::format::{CheckpointSlot, CHECKPOINT_SLOT_OFFSETS};
-use crate::lsn::Lsn;
-use crate::sync::atomic::Ordering;
-use crate::writer::IoFailure;
+use crate::lsn::{BlockNo, Lsn};
+use crate::metrics::MetricsRecorder;
+use crate::pipeline::{PoisonOnPanic, Stages};
+use crate::storage::StorageFile;
+use crate::sync::atomic::{AtomicU64, Ordering};
 
-/// The coordinator's state: the last checkpoint written.
+/// The last checkpoint written.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct CheckpointState {
-    pub(crate) number: u64,
-    pub(crate) lsn: Lsn,
+struct Last {
+    number: u64,
+    lsn: Lsn,
 }
 
-impl Shared {
-    /// Records a checkpoint at `lsn`. Checkpoints only move forward: an `lsn` at or
-    /// before the current one is a no-op.
-    pub(crate) fn checkpoint(&self, lsn: Lsn) -> Result<()> {
-        let end = self.reserved_end();
-        if lsn > end {
-            return Err(Error::LsnOutOfRange { lsn, end });
+/// The checkpoint coordinator: one checkpoint at a time, first in the lock
+/// order (pipeline/mod.rs). It owns the checkpoint slots in file 0 and the
+/// file limit the writer may not pass (INV-7).
+pub(crate) struct Checkpoints {
+    /// Held while a checkpoint is written: the coordinator.
+    last: Mutex<Last>,
+    /// `last.lsn`, readable without the lock (metrics).
+    lsn: AtomicU64,
+    /// The first block the writer may not write (INV-7).
+    file_limit_block: crossbeam_utils::CachePadded<AtomicU64>,
+    /// Blocks in the ring of files: the file limit is a lap past the checkpoint.
+    ring_blocks: u64,
+    log_id: u128,
+    /// File 0, which holds the slots, and its path.
+    file: Arc<dyn StorageFile>,
+    path: PathBuf,
+}
+
+impl Checkpoints {
+    /// The coordinator of a log whose last checkpoint is `number` at `lsn`.
+    pub(crate) fn new(
+        (number, lsn): (u64, Lsn),
+        ring_blocks: u64,
+        log_id: u128,
+        (file, path): (Arc<dyn StorageFile>, PathBuf),
+    ) -> Self {
+        Checkpoints {
+            last: Mutex::new(Last { number, lsn }),
+            lsn: AtomicU64::new(lsn.0),
+            file_limit_block: crossbeam_utils::CachePadded::new(AtomicU64::new(lsn.block().0 + ring_blocks)),
+            ring_blocks,
+            log_id,
+            file,
+            path,
+        }
+    }
+
+    /// The last checkpoint's LSN.
+    pub(crate) fn lsn(&self) -> Lsn {
+        Lsn(self.lsn.load(Ordering::SeqCst))
+    }
+
+    /// The first block the writer may not write yet (INV-7).
+    pub(crate) fn file_limit(&self) -> BlockNo {
+        BlockNo(self.file_limit_block.load(Ordering::SeqCst))
+    }
+
+    /// Records a checkpoint at `lsn`. Checkpoints only move forward: an `lsn` at
+    /// or before the current one is a no-op. `reserved_end` bounds `lsn`.
+    pub(crate) fn checkpoint<W>(
+        &self,
+        lsn: Lsn,
+        reserved_end: Lsn,
+        stages: &Stages<W>,
+        metrics: &MetricsRecorder,
+    ) -> Result<()> {
+        if lsn > reserved_end {
+            return Err(Error::LsnOutOfRange { lsn, end: reserved_end });
         }
         if !lsn.is_data_position() {
             return Err(Error::InvalidLsn { lsn, reason: "it points into a block header or trailer" });
         }
-        self.check_poison()?;
-        let mut state = self.checkpoint_state.lock();
-        if lsn <= state.lsn {
+        stages.check()?;
+        let mut last = self.last.lock();
+        if lsn <= last.lsn {
             return Ok(());
         }
-        self.write_checkpoint(&mut state, lsn, 0)
+        self.write(&mut last, lsn, 0, stages, metrics)
     }
 
-    /// Writes checkpoint `state.number + 1` into its slot and syncs it; then lets the
-    /// writer use the space before `lsn`. Takes the coordinator's guard: one
-    /// checkpoint at a time.
-    pub(crate) fn write_checkpoint(&self, state: &mut CheckpointState, lsn: Lsn, flags: u32) -> Result<()> {
-        let number = state.number + 1;
-        let slot = CheckpointSlot { log_id: self.log_id, number, lsn: lsn.0, durable_lsn: self.synced().0, flags };
+    /// Rewrites the last checkpoint with `flags` (the clean-shutdown mark).
+    pub(crate) fn rewrite_last<W>(&self, flags: u32, stages: &Stages<W>, metrics: &MetricsRecorder) -> Result<()> {
+        let mut last = self.last.lock();
+        let lsn = last.lsn;
+        self.write(&mut last, lsn, flags, stages, metrics)
+    }
+
+    /// Writes checkpoint `last.number + 1` into its slot and syncs it; then lets
+    /// the writer use the space before `lsn`. The caller holds the coordinator.
+    fn write<W>(
+        &self,
+        last: &mut Last,
+        lsn: Lsn,
+        flags: u32,
+        stages: &Stages<W>,
+        metrics: &MetricsRecorder,
+    ) -> Result<()> {
+        let number = last.number + 1;
+        let slot = CheckpointSlot { log_id: self.log_id, number, lsn: lsn.0, durable_lsn: stages.synced().0, flags };
         let offset = CHECKPOINT_SLOT_OFFSETS[CheckpointSlot::slot_index(number)];
-        let (file, path) = (&self.files.handles[0], &self.files.paths[0]);
-        let failure = |op, source| IoFailure { op, path: path.clone(), source };
+        let failure = |op, source| IoFailure { op, path: self.path.clone(), source };
         // A panic between the write and its sync leaves the slot's state unknown.
-        let _guard = PoisonOnPanic { shared: self, op: "checkpoint" };
+        let _guard = PoisonOnPanic { stages, op: "checkpoint" };
         // INV-15: this slot held checkpoint `number - 2`; the other slot keeps
         // `number - 1` intact, so a torn write here loses only this checkpoint.
         failpoint("checkpoint.write")
-            .and_then(|()| file.write_all_at(&[&slot.encode()], offset))
-            .map_err(|source| self.poison(failure("write", source)))?;
+            .and_then(|()| self.file.write_all_at(&[&slot.encode()], offset))
+            .map_err(|source| stages.poison(failure("write", source)))?;
         // Until this returns, a crash recovers from checkpoint `number - 1`, whose
         // log is intact because the writer never passed its limit (INV-7).
         failpoint("checkpoint.sync")
-            .and_then(|()| file.sync_data())
-            .map_err(|source| self.poison(failure("fdatasync", source)))?;
-        state.number = number;
-        state.lsn = lsn;
-        self.checkpoint_lsn.store(lsn.0, Ordering::SeqCst);
+            .and_then(|()| self.file.sync_data())
+            .map_err(|source| stages.poison(failure("fdatasync", source)))?;
+        *last = Last { number, lsn };
+        self.lsn.store(lsn.0, Ordering::SeqCst);
         // SeqCst: the writer re-checks the limit in its file-space predicate.
-        self.file_limit_block.store(lsn.block().0 + self.layout.ring_blocks, Ordering::SeqCst);
-        self.space_events.notify_all();
-        self.metrics.checkpoints.add(1);
+        self.file_limit_block.store(lsn.block().0 + self.ring_blocks, Ordering::SeqCst);
+        stages.space_freed();
+        metrics.checkpoints.add(1);
         Ok(())
     }
 }

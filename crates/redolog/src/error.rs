@@ -148,3 +148,11 @@ impl Error {
         Error::Io { op, path: path.into(), source }
     }
 }
+
+/// An I/O failure with the file it happened on.
+#[derive(Debug)]
+pub(crate) struct IoFailure {
+    pub(crate) op: &'static str,
+    pub(crate) path: PathBuf,
+    pub(crate) source: io::Error,
+}

@@ -30,12 +30,12 @@
 #![warn(missing_docs)]
 
 mod append;
+mod auto;
 #[cfg(feature = "bench-internals")]
 #[doc(hidden)]
 pub mod bench_internals;
 mod buffer;
 mod checkpoint;
-mod commit;
 mod config;
 mod core;
 mod cpu;
@@ -47,8 +47,10 @@ mod link_buf;
 #[cfg(test)]
 mod link_buf_tests;
 mod log;
+mod log_threads;
 mod lsn;
 mod metrics;
+mod pipeline;
 mod recovery;
 pub mod storage;
 mod sync;

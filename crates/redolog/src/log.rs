@@ -6,16 +6,15 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::commit::spawn_log_threads;
 use crate::config::{Config, Durability, Pipeline};
-use crate::core::{Shared, StartState, SN_CLOSED};
+use crate::core::{Core, StartState};
 use crate::error::Result;
 use crate::format::CHECKPOINT_CLEAN_SHUTDOWN;
-use crate::lsn::{Lsn, Sn};
+use crate::log_threads::spawn_log_threads;
+use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::recovery::{open_or_create, Recovery};
 use crate::storage::{FsStorage, Storage};
-use crate::sync::atomic::Ordering;
 use crate::writer::last_data_block;
 
 /// A redo log: many threads append record groups concurrently and wait until
@@ -47,10 +46,10 @@ use crate::writer::last_data_block;
 /// log.close().unwrap();
 /// ```
 pub struct Log {
-    shared: Arc<Shared>,
+    core: Arc<Core>,
     /// The `Buffered` timer thread.
     timer: Mutex<Option<JoinHandle<()>>>,
-    /// Wakes the timer early (shutdown). The flag it guards is `Shared::shutdown`.
+    /// Wakes the timer early (shutdown). The flag it guards is the stages' shutdown flag.
     timer_wake: Arc<(Mutex<()>, Condvar)>,
     /// The dedicated log writer and flusher, once a pipeline needed them.
     log_threads: Mutex<Vec<JoinHandle<()>>>,
@@ -59,8 +58,8 @@ pub struct Log {
 impl std::fmt::Debug for Log {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Log")
-            .field("end", &self.shared.reserved_end())
-            .field("synced", &self.shared.synced())
+            .field("end", &self.core.appender.reserved_end())
+            .field("synced", &self.core.stages.synced())
             .finish_non_exhaustive()
     }
 }
@@ -98,7 +97,7 @@ impl Log {
             last_block: scan.last_block,
         };
         let files = Arc::unwrap_or_clone(opened.files);
-        let shared = Arc::new(Shared::new(
+        let core = Arc::new(Core::new(
             config,
             opened.layout,
             files,
@@ -106,9 +105,9 @@ impl Log {
             start,
         ));
         let timer_wake = Arc::new((Mutex::new(()), Condvar::new()));
-        let timer = spawn_timer(shared.clone(), timer_wake.clone())?;
-        let log = Log { shared, timer: Mutex::new(Some(timer)), timer_wake, log_threads: Mutex::new(Vec::new()) };
-        log.set_pipeline(log.shared.config.pipeline)?;
+        let timer = spawn_timer(core.clone(), timer_wake.clone())?;
+        let log = Log { core, timer: Mutex::new(Some(timer)), timer_wake, log_threads: Mutex::new(Vec::new()) };
+        log.set_pipeline(log.core.config.pipeline)?;
         Ok((log, recovery))
     }
 
@@ -124,7 +123,7 @@ impl Log {
     /// assert!(second > first);
     /// ```
     pub fn append(&self, record: &[u8]) -> Result<Lsn> {
-        self.shared.append_group(&[record])
+        self.core.append_group(&[record])
     }
 
     /// Appends a group of records — a mini-transaction, recovered all or nothing —
@@ -139,7 +138,7 @@ impl Log {
     /// log.wait(end, Durability::Synced).unwrap();
     /// ```
     pub fn append_group(&self, records: &[&[u8]]) -> Result<Lsn> {
-        self.shared.append_group(records)
+        self.core.append_group(records)
     }
 
     /// Waits until everything up to `lsn` has the given durability. With
@@ -156,7 +155,7 @@ impl Log {
     /// assert!(log.durable_lsn() >= end);
     /// ```
     pub fn wait(&self, lsn: Lsn, durability: Durability) -> Result<()> {
-        self.shared.wait_durable(lsn, durability)
+        self.core.wait_durable(lsn, durability)
     }
 
     /// Appends `record` and waits for `durability`: `append` + `wait`.
@@ -192,7 +191,7 @@ impl Log {
     /// assert_eq!(recovery.count(), 1);
     /// ```
     pub fn checkpoint(&self, lsn: Lsn) -> Result<()> {
-        self.shared.checkpoint(lsn)
+        self.core.checkpoint(lsn)
     }
 
     /// Changes the pipeline while the log runs (MySQL's dynamic
@@ -215,32 +214,32 @@ impl Log {
         if pipeline != Pipeline::GroupCommit {
             let mut threads = self.log_threads.lock();
             if threads.is_empty() {
-                *threads = spawn_log_threads(&self.shared)?;
+                *threads = spawn_log_threads(&self.core)?;
             }
         }
-        self.shared.request_pipeline(pipeline);
+        self.core.request_pipeline(pipeline);
         Ok(())
     }
 
     /// The pipeline running now: `GroupCommit` or `Dedicated` (with `Auto`,
     /// whichever it chose).
     pub fn active_pipeline(&self) -> Pipeline {
-        self.shared.active()
+        self.core.active()
     }
 
     /// A snapshot of the counters and latency histograms.
     pub fn metrics(&self) -> Metrics {
-        self.shared.metrics()
+        self.core.metrics()
     }
 
     /// The end of everything appended so far: the LSN the next group starts at.
     pub fn end_lsn(&self) -> Lsn {
-        self.shared.reserved_end()
+        self.core.appender.reserved_end()
     }
 
     /// Everything before this LSN is synced.
     pub fn durable_lsn(&self) -> Lsn {
-        self.shared.synced()
+        self.core.stages.synced()
     }
 
     /// Writes and syncs everything appended, records a clean shutdown, and stops
@@ -258,16 +257,11 @@ impl Log {
     /// assert!(matches!(log.append(b"too late"), Err(Error::Closed)));
     /// ```
     pub fn close(&self) -> Result<()> {
-        let previous = self.shared.sn().fetch_or(SN_CLOSED, Ordering::SeqCst);
-        let result = if previous & SN_CLOSED != 0 {
-            self.shared.check_poison()
-        } else {
-            let end = Sn(previous).to_lsn();
-            self.shared.wait_synced(end).and_then(|()| {
-                let mut state = self.shared.checkpoint_state.lock();
-                let lsn = state.lsn;
-                self.shared.write_checkpoint(&mut state, lsn, CHECKPOINT_CLEAN_SHUTDOWN)
-            })
+        let result = match self.core.appender.close() {
+            None => self.core.stages.check(),
+            Some(end) => self.core.wait_synced(end).and_then(|()| {
+                self.core.checkpoints.rewrite_last(CHECKPOINT_CLEAN_SHUTDOWN, &self.core.stages, &self.core.metrics)
+            }),
         };
         self.stop_threads();
         result
@@ -277,7 +271,7 @@ impl Log {
         {
             let _guard = self.timer_wake.0.lock();
             // Also wakes a writer parked for file space: it gives up.
-            self.shared.stop_log_threads();
+            self.core.stages.shut_down();
             self.timer_wake.1.notify_all();
         }
         // The threads only return; a panic in one has already poisoned nothing
@@ -295,8 +289,8 @@ impl Drop for Log {
     /// Best effort `close`: writes and syncs what fits in the file space. If the
     /// log is full, it stops without waiting for a checkpoint that cannot come.
     fn drop(&mut self) {
-        let end = self.shared.reserved_end();
-        if last_data_block(end) < self.shared.file_limit() {
+        let end = self.core.appender.reserved_end();
+        if last_data_block(end) < self.core.checkpoints.file_limit() {
             let _ = self.close();
         } else {
             self.stop_threads();
@@ -306,23 +300,23 @@ impl Drop for Log {
 
 /// Starts the thread that writes and syncs `Buffered` groups at least every
 /// `flush_interval` (docs/DESIGN.md §1.7). A timer is its whole purpose.
-fn spawn_timer(shared: Arc<Shared>, wake: Arc<(Mutex<()>, Condvar)>) -> Result<JoinHandle<()>> {
-    let interval = shared.config.flush_interval;
+fn spawn_timer(core: Arc<Core>, wake: Arc<(Mutex<()>, Condvar)>) -> Result<JoinHandle<()>> {
+    let interval = core.config.flush_interval;
     std::thread::Builder::new()
         .name("redolog-timer".into())
         .spawn(move || loop {
             {
                 let mut guard = wake.0.lock();
-                if shared.shutdown.load(Ordering::SeqCst) {
+                if core.stages.is_shutdown() {
                     return;
                 }
                 wake.1.wait_for(&mut guard, interval);
             }
-            if shared.shutdown.load(Ordering::SeqCst) || shared.is_poisoned() {
+            if core.stages.is_shutdown() || core.stages.is_poisoned() {
                 return;
             }
-            let ready = shared.ready();
-            if ready > shared.synced() && shared.wait_synced(ready).is_err() {
+            let ready = core.appender.ready();
+            if ready > core.stages.synced() && core.wait_synced(ready).is_err() {
                 return;
             }
         })

@@ -154,7 +154,7 @@ pub(crate) struct MetricsRecorder {
     pub(crate) log_flusher: WaitCounters,
     pub(crate) write_requests: Counter,
     /// Total time `wait` spent waiting, in ns: by Little's law, divided by the
-    /// elapsed time it is the mean number of waiting committers (commit/auto.rs).
+    /// elapsed time it is the mean number of waiting committers (auto.rs).
     pub(crate) commit_wait_ns: Counter,
     /// The part of `commit_wait_ns` spent waiting for `Durability::Synced`.
     pub(crate) commit_sync_wait_ns: Counter,

@@ -3,14 +3,14 @@
 //!
 //! Only the holder of the write role calls `Writer::write`; only the holder of the
 //! sync role calls `Files::sync_range`. Neither decides *when*: that is the commit
-//! protocol's job (`commit/group.rs`).
+//! protocol's job (`pipeline/group.rs`).
 
-use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::buffer::RingBuffer;
+use crate::error::IoFailure;
 use crate::failpoint::failpoint;
 use crate::format::{BlockHeader, BlockSeal, BLOCK_BYTES, BLOCK_HEADER_BYTES};
 use crate::layout::Layout;
@@ -24,14 +24,6 @@ pub(crate) struct Files {
     pub(crate) paths: Vec<PathBuf>,
     /// The log's block CRC seed (its id): set once the file header is read.
     pub(crate) seal: BlockSeal,
-}
-
-/// An I/O failure with the file it happened on.
-#[derive(Debug)]
-pub(crate) struct IoFailure {
-    pub(crate) op: &'static str,
-    pub(crate) path: PathBuf,
-    pub(crate) source: io::Error,
 }
 
 /// What one `Writer::write` did.

@@ -7,8 +7,11 @@
 
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
+
 use crate::config::Pipeline;
-use crate::core::Shared;
+use crate::cpu::CpuMonitor;
+use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// How often `Auto` re-evaluates.
 const EVALUATE_EVERY: Duration = Duration::from_millis(100);
@@ -67,8 +70,9 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         // Far more committers than CPUs: the log threads queue for a CPU behind
-        // the committers they serve (seed 002). Disk, 256 threads on 2 CPUs:
-        // dedicated 0.82× group commit; 64 threads: 1.20×.
+        // the committers they serve (the blog post on MySQL 8.0's log threads
+        // starved on few cores). Disk, 256 threads on 2 CPUs: dedicated 0.82×
+        // group commit; 64 threads: 1.20×.
         when: "more than 32 committers waiting per usable CPU",
         applies: |input| input.committers > 32.0 * input.usable_cpus,
         choose: Pipeline::GroupCommit,
@@ -89,7 +93,7 @@ fn choose(input: &AutoInput) -> Pipeline {
 }
 
 /// What `Auto` remembers between evaluations.
-pub(crate) struct AutoState {
+struct AutoState {
     /// The condition of the row that decided last (for `Metrics`).
     pub(crate) reason: &'static str,
     last_at: Option<Instant>,
@@ -100,7 +104,7 @@ pub(crate) struct AutoState {
 }
 
 impl AutoState {
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         AutoState {
             reason: "not evaluated yet",
             last_at: None,
@@ -130,44 +134,102 @@ impl AutoState {
     }
 }
 
-impl Shared {
-    /// Applies the rule table if an evaluation is due. Never blocks: a thread
-    /// finding another one evaluating goes on.
-    pub(crate) fn evaluate_auto(&self, now: Instant) {
+/// What `Auto` reads at an evaluation: cumulative counters and the current
+/// sync pass estimate.
+pub(crate) struct Readings {
+    /// Total time committers spent waiting for a write or a sync, in ns.
+    pub(crate) wait_ns: u64,
+    /// The part of it spent waiting for a sync.
+    pub(crate) sync_wait_ns: u64,
+    /// The expected duration of a sync pass, in ns.
+    pub(crate) sync_pass_ns: u64,
+}
+
+/// The pipeline mode: what the user asked for and, for `Pipeline::Auto`, the
+/// state of the decision.
+pub(crate) struct Auto {
+    /// The pipeline the user asked for (`Pipeline as u8`).
+    requested: AtomicU8,
+    state: Mutex<AutoState>,
+    /// When the next evaluation is due (ns since the CPU monitor's epoch).
+    due_ns: AtomicU64,
+}
+
+const REQUESTED_GROUP: u8 = 0;
+const REQUESTED_DEDICATED: u8 = 1;
+const REQUESTED_AUTO: u8 = 2;
+
+impl Auto {
+    pub(crate) fn new() -> Self {
+        Auto {
+            requested: AtomicU8::new(REQUESTED_GROUP),
+            state: Mutex::new(AutoState::new()),
+            due_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Records what the user asked for.
+    pub(crate) fn request(&self, pipeline: Pipeline) {
+        let code = match pipeline {
+            Pipeline::GroupCommit => REQUESTED_GROUP,
+            Pipeline::Dedicated => REQUESTED_DEDICATED,
+            Pipeline::Auto => REQUESTED_AUTO,
+        };
+        self.requested.store(code, Ordering::SeqCst);
+        self.state.lock().reason = match pipeline {
+            Pipeline::Auto => "not evaluated yet",
+            Pipeline::GroupCommit | Pipeline::Dedicated => "fixed by the configuration",
+        };
+    }
+
+    /// The condition of the row that decided last (for `Metrics`).
+    pub(crate) fn reason(&self) -> &'static str {
+        self.state.lock().reason
+    }
+
+    /// Applies the rule table if the user asked for `Auto` and an evaluation
+    /// is due; returns the pipeline to switch to, if any. Never blocks: a
+    /// thread finding another one evaluating goes on.
+    pub(crate) fn evaluate(
+        &self,
+        now: Instant,
+        cpu: &CpuMonitor,
+        active: Pipeline,
+        read: impl FnOnce() -> Readings,
+    ) -> Option<Pipeline> {
+        if self.requested.load(Ordering::Relaxed) != REQUESTED_AUTO {
+            return None;
+        }
         // The cheap check first: summing the sharded wait counter reads 64 cache
         // lines, too much for every write pass.
-        if !self.cpu.due(&self.auto_due_ns, now, EVALUATE_EVERY) {
-            return;
+        if !cpu.due(&self.due_ns, now, EVALUATE_EVERY) {
+            return None;
         }
-        let Some(mut state) = self.auto.try_lock() else { return };
-        let wait_ns = self.metrics.commit_wait_ns.get();
-        let sync_wait_ns = self.metrics.commit_sync_wait_ns.get();
+        let mut state = self.state.try_lock()?;
+        let readings = read();
         let Some(last_at) = state.last_at else {
             state.last_at = Some(now);
-            state.last_wait_ns = wait_ns;
-            state.last_sync_wait_ns = sync_wait_ns;
-            return;
+            state.last_wait_ns = readings.wait_ns;
+            state.last_sync_wait_ns = readings.sync_wait_ns;
+            return None;
         };
         let elapsed = now.saturating_duration_since(last_at);
         if elapsed.is_zero() {
-            return;
+            return None;
         }
-        let waited_ns = wait_ns.saturating_sub(state.last_wait_ns);
+        let waited_ns = readings.wait_ns.saturating_sub(state.last_wait_ns);
         let input = AutoInput {
-            usable_cpus: self.cpu.sample().usable,
-            sync_pass_us: self.sync_pass.expected_ns() as f64 / 1000.0,
+            usable_cpus: cpu.sample().usable,
+            sync_pass_us: readings.sync_pass_ns as f64 / 1000.0,
             committers: waited_ns as f64 / elapsed.as_nanos() as f64,
-            sync_share: sync_wait_ns.saturating_sub(state.last_sync_wait_ns) as f64 / waited_ns.max(1) as f64,
+            sync_share: readings.sync_wait_ns.saturating_sub(state.last_sync_wait_ns) as f64 / waited_ns.max(1) as f64,
         };
         state.last_at = Some(now);
-        state.last_wait_ns = wait_ns;
-        state.last_sync_wait_ns = sync_wait_ns;
+        state.last_wait_ns = readings.wait_ns;
+        state.last_sync_wait_ns = readings.sync_wait_ns;
         let rule = rule_for(&input);
         state.reason = rule.when;
-        if let Some(pipeline) = state.decide(rule.choose, self.active()) {
-            drop(state);
-            self.set_active(pipeline);
-        }
+        state.decide(rule.choose, active)
     }
 }
 

@@ -1,0 +1,119 @@
+//! The dedicated pipeline's loops: a log writer and a log flusher thread
+//! (MySQL 8.0's log_writer and log_flusher; docs/DESIGN.md §1.11).
+//!
+//! While the dedicated mode is on each thread holds its role for good: the
+//! writer writes whatever appenders completed as soon as the link buffer's tail
+//! moves, the flusher fdatasyncs whatever was written as soon as `written`
+//! passes `synced`. Committing threads cannot take a held role and only park on
+//! the event slot of their LSN until a pass covers it. Each log thread waits on
+//! an event that whoever creates its work sets:
+//!
+//! | thread  | waits for                 | event           | set by                           |
+//! |---------|---------------------------|-----------------|----------------------------------|
+//! | writer  | `ready > written`         | `ready_events`  | the appender that moves the tail |
+//! | flusher | `written > synced`        | `flusher_event` | the writer, after each write     |
+//! | both    | dedicated mode, role free | `mode_events`   | `set_dedicated`, role releases   |
+//!
+//! When the mode switches to group commit, each thread releases its role
+//! (kicking a successor, INV-11) and waits on `mode_events`. Both threads run
+//! one loop, `run_log_thread`; only their pass differs.
+
+use std::time::Instant;
+
+use super::stage::Stage;
+use super::{Leader, Port, Site, Stages};
+use crate::error::Result;
+use crate::wait::Waited;
+
+impl<W> Stages<W> {
+    fn log_threads_stop(&self) -> bool {
+        self.is_shutdown() || self.is_poisoned()
+    }
+
+    /// The log writer thread's body: holds the write role while the dedicated
+    /// mode is on and writes the ready prefix whenever it grows. Returns at
+    /// shutdown or poison.
+    pub(crate) fn run_log_writer<P: Port<Writer = W>>(&self, port: &P) {
+        self.run_log_thread(port, &self.write, Site::LogWriter, "write", |leader| {
+            let written = self.written();
+            if port.ready() <= written {
+                let waited = self.ready_events.wait(written.0 + 1, port.spin_for(&self.write.pass), || {
+                    self.log_threads_stop() || !self.dedicated_active() || port.ready() > written
+                });
+                port.count_wait(Site::LogWriter, true, waited);
+                return Ok(());
+            }
+            let upto = self.writable_end(port, written, port.ready());
+            if upto <= written {
+                // File space (a checkpoint) or the unsynced bound (the flusher).
+                return self.wait_for_writable(port, written);
+            }
+            port.count_wait(Site::LogWriter, false, Waited::default());
+            self.write_range(port, leader.state(), written, upto).map(|_| ())
+        });
+    }
+
+    /// The log flusher thread's body: holds the sync role while the dedicated
+    /// mode is on and fdatasyncs whenever `written` passes `synced`.
+    pub(crate) fn run_log_flusher<P: Port<Writer = W>>(&self, port: &P) {
+        self.run_log_thread(port, &self.sync, Site::LogFlusher, "fdatasync", |_leader| {
+            let synced = self.synced();
+            let written = self.written();
+            if written <= synced {
+                // The flusher's spin budget is the writer's pass: its work
+                // arrives when a write ends.
+                let waited = self.flusher_event.wait(1, port.spin_for(&self.write.pass), || {
+                    self.log_threads_stop() || !self.dedicated_active() || self.written() > synced
+                });
+                port.count_wait(Site::LogFlusher, true, waited);
+                return Ok(());
+            }
+            port.count_wait(Site::LogFlusher, false, Waited::default());
+            let now = Instant::now();
+            self.sync_written(port, (synced, written), now, now)
+        });
+    }
+
+    /// The one loop of both log threads: while the dedicated mode is on, take
+    /// `stage`'s role (waiting while a committer still holds it) and run
+    /// `pass` over and over; when it is off, give the role up and wait for the
+    /// mode. Returns at shutdown, poison, or a pass's error.
+    fn run_log_thread<P: Port<Writer = W>, T>(
+        &self,
+        port: &P,
+        stage: &Stage<T>,
+        site: Site,
+        op: &'static str,
+        mut pass: impl FnMut(&mut Leader<'_, W, T>) -> Result<()>,
+    ) {
+        let mut leader: Option<Leader<'_, W, T>> = None;
+        while !self.log_threads_stop() {
+            if !self.dedicated_active() {
+                leader = None; // releases the role and kicks a successor (INV-11)
+                self.wait_for_mode(port, site, || false);
+                continue;
+            }
+            let Some(held) = leader.as_mut() else {
+                leader = self.try_lead(stage, op);
+                if leader.is_none() {
+                    self.wait_for_mode(port, site, || stage.role.is_held());
+                }
+                continue;
+            };
+            if pass(held).is_err() {
+                break; // poisoned, or closed while waiting for file space
+            }
+        }
+        drop(leader);
+    }
+
+    /// Waits until the dedicated mode is on and `role_held()` is false: in
+    /// group-commit mode (`role_held` = `|| false`), or for a role a committer
+    /// still holds.
+    fn wait_for_mode<P: Port>(&self, port: &P, site: Site, role_held: impl Fn() -> bool) {
+        let waited = self
+            .mode_events
+            .wait(1, crate::wait::Spin::NONE, || self.log_threads_stop() || (self.dedicated_active() && !role_held()));
+        port.count_wait(site, true, waited);
+    }
+}

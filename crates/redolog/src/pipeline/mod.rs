@@ -1,0 +1,338 @@
+//! The commit protocol: how a thread gets its LSN written and synced
+//! (docs/DESIGN.md §1.5, §1.11).
+//!
+//! [`Stages`] owns the write stage, the sync stage and everything threads use
+//! to move between them: the roles, the demands, the events, the running mode
+//! (committers lead, or the dedicated log threads hold the roles), the poison
+//! and the shutdown flag. What the protocol needs from the rest of the log —
+//! the appenders' progress, the checkpoint's file limit, the I/O itself, where
+//! to count a wait — it asks through [`Port`], so this module depends on
+//! nothing but `sync`, `wait`, `lsn` and `error`. That is what lets
+//! `tests/loom_pipeline.rs` compile these very files against loom with a model
+//! port instead of restating the protocol.
+//!
+//! Lock order (written once, here): the checkpoint coordinator → the write role
+//! → the sync role. A thread holding the sync role never waits for the write
+//! role (it only tries it); the write role's holder may wait for a sync (INV-8).
+
+mod dedicated;
+mod group;
+mod stage;
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use crossbeam_utils::CachePadded;
+use parking_lot::MutexGuard;
+
+use crate::error::{Error, IoFailure, Result};
+use crate::lsn::{BlockNo, Lsn};
+use crate::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use crate::wait::{EventSlots, PassTime, Spin, Waited};
+
+use stage::Stage;
+
+/// Wait slots per event array, as MySQL's 2048 write/flush events but halved:
+/// at 1024 slots × 512 bytes a lap spans 512 KiB of log, more than any commit
+/// group we measured (docs/BENCHMARKS.md).
+const EVENT_SLOTS: usize = 1024;
+
+/// `Stages::mode`: committing threads take the roles themselves.
+const MODE_GROUP: u8 = 0;
+/// `Stages::mode`: the dedicated log threads hold the roles.
+const MODE_DEDICATED: u8 = 1;
+
+/// Where a thread waited, for the wait triads (`*_no_waits / *_waits /
+/// *_wait_loops`, docs/DESIGN.md §1.9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Site {
+    /// A `Written` commit waiting for `written`.
+    Write,
+    /// An appender waiting for `written` to free ring space.
+    BufferSpace,
+    /// A `Synced` commit waiting for `synced`.
+    Flush,
+    /// The write role's holder waiting for appenders to finish copying.
+    Ready,
+    /// The write role's holder waiting for a checkpoint to free file space.
+    FileSpace,
+    /// The dedicated log writer idle.
+    LogWriter,
+    /// The dedicated log flusher idle.
+    LogFlusher,
+}
+
+/// What the commit protocol needs from the rest of the log. The log implements
+/// it over its appender, checkpoint coordinator, files and metrics; the loom
+/// model over a few atomics.
+pub(crate) trait Port {
+    /// The write role's state (the partial last block it rewrites).
+    type Writer;
+    /// End of the prefix the appenders have completed (the link buffer's tail).
+    fn ready(&self) -> Lsn;
+    /// The first block the writer may not write yet (INV-7).
+    fn file_limit(&self) -> BlockNo;
+    /// Hands `[from, to)` to the OS. `synced` is the sync frontier, for the
+    /// blocks' synced-back field.
+    fn write(&self, writer: &mut Self::Writer, range: (Lsn, Lsn), synced: Lsn) -> std::result::Result<(), IoFailure>;
+    /// fdatasyncs `[from, to)`; the sync began at `started`. Returns when it
+    /// finished.
+    fn sync(&self, range: (Lsn, Lsn), started: Instant) -> std::result::Result<Instant, IoFailure>;
+    /// A wait at `site` ended (`had_to_wait`: it did not find its value at once).
+    fn count_wait(&self, site: Site, had_to_wait: bool, waited: Waited);
+    /// How a thread waiting on a pass of `pass` may spin (§1.10).
+    fn spin_for(&self, pass: &PassTime) -> Spin;
+    /// Periodic work after a write pass (the CPU monitor, `Auto`); cheap when
+    /// nothing is due.
+    fn tick(&self, now: Instant);
+}
+
+/// The first I/O failure, kept to report on every later call (INV-6).
+#[derive(Debug)]
+struct Poison {
+    op: &'static str,
+    path: PathBuf,
+    source: Arc<io::Error>,
+}
+
+/// The write and sync stages and everything threads use to move between them.
+pub(crate) struct Stages<W> {
+    /// `written`, the write role (holding the writer's state), its waiters.
+    write: Stage<W>,
+    /// `synced`, the sync role, its waiters.
+    sync: Stage<()>,
+    /// Blocks the writer may run ahead of the sync frontier (INV-8).
+    unsynced_blocks: u64,
+    /// Waiters for `ready`: the writer waiting for appenders, appenders
+    /// waiting for link-buffer space. Appenders notify it (`ready_moved`).
+    ready_events: EventSlots,
+    /// The writer waiting for a checkpoint (`space_freed`).
+    space_events: EventSlots,
+    /// The dedicated log flusher waiting for `written` to pass `synced`.
+    flusher_event: EventSlots,
+    /// Dedicated log threads waiting for their mode or their role (§1.11).
+    mode_events: EventSlots,
+    /// `MODE_GROUP` or `MODE_DEDICATED` (INV-17).
+    mode: CachePadded<AtomicU8>,
+    poison: OnceLock<Poison>,
+    poisoned: AtomicBool,
+    /// Set when the log shuts down: stops the log threads and a writer waiting
+    /// for file space.
+    shutdown: AtomicBool,
+}
+
+impl<W> Stages<W> {
+    /// Stages starting at `end` (everything before it written and synced), in
+    /// the dedicated mode or not. `Pipeline::Auto` starts in group commit,
+    /// which needs no warm-up, and switches once it has measured the load.
+    pub(crate) fn new(end: Lsn, writer: W, unsynced_blocks: u64, dedicated: bool) -> Self {
+        Self::with_slots(end, writer, unsynced_blocks, dedicated, EVENT_SLOTS)
+    }
+
+    /// `new` with `slots` wait slots per LSN-keyed event array (the loom
+    /// model uses two).
+    pub(crate) fn with_slots(end: Lsn, writer: W, unsynced_blocks: u64, dedicated: bool, slots: usize) -> Self {
+        Stages {
+            write: Stage::new(end, writer, slots),
+            sync: Stage::new(end, (), slots),
+            unsynced_blocks,
+            ready_events: EventSlots::new(slots),
+            space_events: EventSlots::new(1),
+            flusher_event: EventSlots::new(1),
+            mode_events: EventSlots::new(1),
+            mode: CachePadded::new(AtomicU8::new(if dedicated { MODE_DEDICATED } else { MODE_GROUP })),
+            poison: OnceLock::new(),
+            poisoned: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+        }
+    }
+
+    /// End of what was handed to the OS (INV-4).
+    pub(crate) fn written(&self) -> Lsn {
+        self.write.done()
+    }
+
+    /// End of what was synced (INV-5).
+    pub(crate) fn synced(&self) -> Lsn {
+        self.sync.done()
+    }
+
+    /// How long a sync pass is expected to take, in ns (for `Auto`).
+    pub(crate) fn sync_pass_ns(&self) -> u64 {
+        self.sync.pass.expected_ns()
+    }
+
+    // ---- poison (INV-6) ----
+
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::SeqCst)
+    }
+
+    fn poison_error(&self) -> Error {
+        match self.poison.get() {
+            Some(poison) => Error::Poisoned { op: poison.op, path: poison.path.clone(), source: poison.source.clone() },
+            None => Error::Closed,
+        }
+    }
+
+    /// `Err` with the poison if the log is poisoned.
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.is_poisoned() {
+            return Err(self.poison_error());
+        }
+        Ok(())
+    }
+
+    /// Records the first I/O failure, wakes every waiter so it sees the poison,
+    /// and returns the error for the failing call (INV-6).
+    pub(crate) fn poison(&self, failure: IoFailure) -> Error {
+        self.poison.get_or_init(|| Poison { op: failure.op, path: failure.path, source: Arc::new(failure.source) });
+        self.poisoned.store(true, Ordering::SeqCst);
+        self.wake_everyone();
+        self.poison_error()
+    }
+
+    /// Poisons the log if the calling thread is panicking: a panic while holding
+    /// a role (a failing `Storage`, say) leaves state nobody can vouch for, such
+    /// as whether an fdatasync happened or how far a write got, so it fails the
+    /// log like an I/O error (INV-6) instead of letting a successor retry the
+    /// operation, and wakes every waiter instead of leaving them parked.
+    pub(crate) fn poison_if_panicking(&self, op: &'static str) {
+        if std::thread::panicking() {
+            let thread = std::thread::current().name().unwrap_or("an unnamed thread").to_owned();
+            let source = io::Error::other(format!("the thread panicked during {op}"));
+            self.poison(IoFailure { op, path: thread.into(), source });
+        }
+    }
+
+    fn wake_everyone(&self) {
+        self.ready_events.notify_all();
+        self.write.events.notify_all();
+        self.sync.events.notify_all();
+        self.space_events.notify_all();
+        self.flusher_event.notify_all();
+        self.mode_events.notify_all();
+    }
+
+    // ---- what the other owners tell the stages ----
+
+    /// Appenders moved `ready` from `old` to `new` (the link buffer's tail).
+    pub(crate) fn ready_moved(&self, old: Lsn, new: Lsn) {
+        self.ready_events.notify_range(old.0, new.0);
+    }
+
+    /// Waits, without spinning, until `has_space()` or the log is poisoned: an
+    /// appender short of link-buffer space, which frees as `ready` passes
+    /// `target`.
+    pub(crate) fn wait_ready_space(&self, target: Lsn, has_space: impl Fn() -> bool) -> Waited {
+        self.ready_events.wait(target.0, Spin::NONE, || self.is_poisoned() || has_space())
+    }
+
+    /// A checkpoint moved the file limit: wake a writer waiting for space.
+    pub(crate) fn space_freed(&self) {
+        self.space_events.notify_all();
+    }
+
+    /// Whether the log is shutting down (the background threads stop).
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    /// Stops the log threads' work: back to group commit, then shutdown
+    /// (`Log::close`, `Drop`). Committers still waiting take the roles over.
+    pub(crate) fn shut_down(&self) {
+        self.set_dedicated(false);
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.wake_everyone();
+    }
+
+    // ---- the mode (INV-17) ----
+
+    /// The dedicated threads hold the roles (or are taking them over).
+    pub(crate) fn dedicated_active(&self) -> bool {
+        // SeqCst: read in wait predicates against role releases (INV-17).
+        self.mode.load(Ordering::SeqCst) == MODE_DEDICATED
+    }
+
+    /// Committing threads may take the write and sync roles (INV-17).
+    fn users_lead(&self) -> bool {
+        !self.dedicated_active()
+    }
+
+    /// Switches who holds the roles; returns whether the mode changed. The log
+    /// threads notice through `mode_events` (a thread idle in group-commit
+    /// mode) or their work events; committing threads through their predicates
+    /// when a role is released.
+    pub(crate) fn set_dedicated(&self, dedicated: bool) -> bool {
+        let mode = if dedicated { MODE_DEDICATED } else { MODE_GROUP };
+        if self.mode.swap(mode, Ordering::SeqCst) == mode {
+            return false;
+        }
+        self.mode_events.notify_all();
+        self.ready_events.notify_all();
+        self.flusher_event.notify_all();
+        if !dedicated {
+            // Threads parked while the log threads held the roles: the roles
+            // come free when the log threads see the switch, and their release
+            // kicks a successor; this covers a role already free.
+            self.write.events.notify_all();
+            self.sync.events.notify_all();
+        }
+        true
+    }
+
+    // ---- roles ----
+
+    /// Takes `stage`'s role if it is free.
+    fn try_lead<'a, T>(&'a self, stage: &'a Stage<T>, op: &'static str) -> Option<Leader<'a, W, T>> {
+        stage.try_take().map(|guard| Leader { stages: self, stage, guard: Some(guard), op })
+    }
+}
+
+/// Holds a stage's role; releases it and kicks a successor when dropped. A
+/// leader that panics poisons the log first, so a successor sees the poison
+/// instead of redoing the write or retrying the fdatasync (INV-6).
+pub(crate) struct Leader<'a, W, T> {
+    stages: &'a Stages<W>,
+    stage: &'a Stage<T>,
+    guard: Option<MutexGuard<'a, T>>,
+    op: &'static str,
+}
+
+impl<T, W> Leader<'_, W, T> {
+    /// The role's state.
+    fn state(&mut self) -> &mut T {
+        // The guard is `Some` from creation until `drop`.
+        self.guard.as_deref_mut().unwrap_or_else(|| unreachable!("a Leader holds its role until dropped"))
+    }
+}
+
+impl<W, T> Drop for Leader<'_, W, T> {
+    fn drop(&mut self) {
+        // Before the release: a successor must see the poison.
+        self.stages.poison_if_panicking(self.op);
+        if let Some(guard) = self.guard.take() {
+            self.stage.release(guard);
+        }
+        // INV-17: a log thread waiting to take the role over.
+        if self.stages.dedicated_active() {
+            self.stages.mode_events.notify_all();
+        }
+    }
+}
+
+/// Calls [`Stages::poison_if_panicking`] when dropped: held across a stretch
+/// of code that does I/O or publishes outside the roles (an append, a
+/// checkpoint) or for a log thread's whole life.
+pub(crate) struct PoisonOnPanic<'a, W> {
+    pub(crate) stages: &'a Stages<W>,
+    pub(crate) op: &'static str,
+}
+
+impl<W> Drop for PoisonOnPanic<'_, W> {
+    fn drop(&mut self) {
+        self.stages.poison_if_panicking(self.op);
+    }
+}

@@ -1,0 +1,121 @@
+//! One stage of the pipeline, instantiated twice: the write stage (`written`,
+//! the write role, its waiters) and the sync stage (`synced`, the sync role, its
+//! waiters). Everything that was written twice for the two halves of group
+//! commit — the frontier, the demand, the role, the wake-up of the covered
+//! waiters, the successor kick — is written once here.
+
+use crossbeam_utils::CachePadded;
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::lsn::Lsn;
+use crate::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use crate::wait::{EventSlots, PassTime};
+
+/// A role of the commit protocol (docs/DESIGN.md §1.5): held by at most one
+/// thread. `held` is the role; the mutex only hands its state to the holder and
+/// is never contended, because it is locked only after `held` was won.
+pub(crate) struct Role<T> {
+    held: AtomicBool,
+    state: Mutex<T>,
+}
+
+impl<T> Role<T> {
+    fn new(state: T) -> Self {
+        Role { held: AtomicBool::new(false), state: Mutex::new(state) }
+    }
+
+    /// Takes the role if nobody holds it.
+    fn try_take(&self) -> Option<MutexGuard<'_, T>> {
+        // SeqCst: waiters read `held` in their predicates after registering
+        // demand; releasers read demand after clearing `held` (INV-11).
+        self.held.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).ok()?;
+        // Never blocks: the previous holder unlocked before clearing `held`.
+        Some(self.state.lock())
+    }
+
+    /// Gives the role up. The caller then kicks a successor (INV-11).
+    fn release(&self, guard: MutexGuard<'_, T>) {
+        drop(guard);
+        self.held.store(false, Ordering::SeqCst);
+    }
+
+    pub(crate) fn is_held(&self) -> bool {
+        self.held.load(Ordering::SeqCst)
+    }
+}
+
+/// A stage: what it has done, what parked threads need, who does it, who waits.
+pub(crate) struct Stage<T> {
+    /// End of what the stage has done: `written` (INV-4) or `synced` (INV-5).
+    /// Only grows; stored only by the role holder.
+    done: CachePadded<AtomicU64>,
+    /// Largest LSN a parked thread needs done. Only grows.
+    demand: CachePadded<AtomicU64>,
+    pub(super) role: Role<T>,
+    /// Threads waiting for `done`, keyed by the LSN they need (INV-10).
+    pub(super) events: EventSlots,
+    /// How long a pass takes: the waiters' spin budget.
+    pub(super) pass: PassTime,
+}
+
+impl<T> Stage<T> {
+    pub(super) fn new(start: Lsn, state: T, slots: usize) -> Self {
+        Stage {
+            done: CachePadded::new(AtomicU64::new(start.0)),
+            demand: CachePadded::new(AtomicU64::new(start.0)),
+            role: Role::new(state),
+            events: EventSlots::new(slots),
+            pass: PassTime::default(),
+        }
+    }
+
+    /// What the stage has done.
+    pub(crate) fn done(&self) -> Lsn {
+        Lsn(self.done.load(Ordering::SeqCst))
+    }
+
+    /// What parked threads need done.
+    pub(super) fn demand(&self) -> Lsn {
+        Lsn(self.demand.load(Ordering::SeqCst))
+    }
+
+    /// A thread about to park needs `target` done.
+    pub(super) fn add_demand(&self, target: Lsn) {
+        // SeqCst: the releaser reads demand after clearing the role (INV-11).
+        self.demand.fetch_max(target.0, Ordering::SeqCst);
+    }
+
+    /// The role holder moves the frontier from `from` to `to`; the caller wakes
+    /// the covered waiters with `wake_covered` once it has published whatever
+    /// else goes with the move.
+    pub(super) fn advance(&self, from: Lsn, to: Lsn) {
+        debug_assert!(from == self.done() && to > from, "a stage only moves forward from where it is");
+        // SeqCst: waiters check `done` in predicates after counting themselves
+        // in (INV-10).
+        self.done.store(to.0, Ordering::SeqCst);
+    }
+
+    /// Wakes the waiters covered by a move from `from` to `to` (delegated: the
+    /// first one wakes the rest, so the role holder pays for one wake-up).
+    pub(super) fn wake_covered(&self, from: Lsn, to: Lsn) {
+        self.events.notify_range_delegated(from.0, to.0);
+    }
+
+    /// Takes the role if it is free.
+    pub(super) fn try_take(&self) -> Option<MutexGuard<'_, T>> {
+        self.role.try_take()
+    }
+
+    /// Releases the role and kicks a successor: INV-11, after the role was
+    /// released, wake the thread with the largest uncovered demand if nobody
+    /// took the role meanwhile.
+    pub(super) fn release(&self, guard: MutexGuard<'_, T>) {
+        self.role.release(guard);
+        fence(Ordering::SeqCst); // R1: the role's release before the demand
+        let done = self.done.load(Ordering::SeqCst);
+        let demand = self.demand.load(Ordering::SeqCst);
+        if demand > done && !self.role.is_held() {
+            self.events.kick(demand, done);
+        }
+    }
+}
