@@ -98,16 +98,6 @@ impl WaitCounters {
     }
 }
 
-impl std::ops::AddAssign for Waited {
-    fn add_assign(&mut self, other: Waited) {
-        self.spins += other.spins;
-        self.spin_ns += other.spin_ns;
-        self.parks += other.parks;
-        self.timeouts += other.timeouts;
-        self.timeouts_with_work += other.timeouts_with_work;
-    }
-}
-
 /// Microsecond latencies from 1 µs to 100 s at 2 significant digits.
 fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000, 2).expect("constant histogram bounds are valid")

@@ -7,6 +7,7 @@
 mod block;
 mod checkpoint;
 mod file_header;
+mod geometry;
 mod group;
 
 pub(crate) use block::{

@@ -97,6 +97,16 @@ pub(crate) struct Waited {
     pub(crate) timeouts_with_work: u64,
 }
 
+impl std::ops::AddAssign for Waited {
+    fn add_assign(&mut self, other: Waited) {
+        self.spins += other.spins;
+        self.spin_ns += other.spin_ns;
+        self.parks += other.parks;
+        self.timeouts += other.timeouts;
+        self.timeouts_with_work += other.timeouts_with_work;
+    }
+}
+
 /// Spins until `ready()` for up to `budget`, if a spinner slot is free. Returns
 /// whether `ready()` became true. A zero budget (the wait is expected to be longer
 /// than a park) skips spinning: on 2 cores with 64 waiters even a 0.1 µs spin per
@@ -242,6 +252,14 @@ impl EventSlots {
     /// Like `notify_range`, but wakes only the first covered waiter and makes it
     /// wake the others: the notifier (a leader with its next pass to start) pays
     /// for one wake-up, and the rest happen on whatever core the helper runs on.
+    ///
+    /// Only when the range spans at most as many blocks as there are slots:
+    /// then each slot holds the waiters of one block of the range, the first
+    /// covered waiter found is in the lowest block that has one, and the helper
+    /// wakes from its own block on. A longer range (a pass over more than
+    /// 512 KiB) puts several blocks in one slot: the first covered waiter found
+    /// may lie above others the helper would then miss, so such a range is
+    /// notified in full here (the loom model found the lost wake-up).
     pub(crate) fn notify_range_delegated(&self, old: u64, new: u64) {
         fence(Ordering::SeqCst); // E2
         if new <= old || self.waiters.load(Ordering::SeqCst) == 0 {
@@ -249,7 +267,11 @@ impl EventSlots {
         }
         let first = old / BLOCK_BYTES as u64;
         let last = (new - 1) / BLOCK_BYTES as u64;
-        let span = (last - first + 1).min(self.mask + 1);
+        let span = last - first + 1;
+        if span > self.mask + 1 {
+            self.notify_range(old, new);
+            return;
+        }
         for block in first..first + span {
             let index = (block & self.mask) as usize;
             if self.slots[index].load(Ordering::SeqCst) == 0 {
