@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::{CheckpointSlot, CHECKPOINT_CLEAN_SHUTDOWN, FORMAT_VERSION};
 use crate::lsn::Lsn;
+use crate::recovery::open::ScanMode;
 use crate::recovery::open::{open_existing, read_dir_contents};
-use crate::recovery::scan::ScanMode;
 use crate::recovery::{LogEnd, Recovery};
 use crate::storage::{FsStorage, Storage};
 
@@ -17,7 +17,7 @@ use crate::storage::{FsStorage, Storage};
 /// ```
 /// # use redolog::inspect::CheckpointInfo;
 /// # use redolog::Lsn;
-/// let slot = CheckpointInfo { number: 1, lsn: Lsn(8208), durable_lsn: Lsn(9000), clean_shutdown: false };
+/// let slot = CheckpointInfo { number: 1, lsn: Lsn::from_u64(8208), durable_lsn: Lsn::from_u64(9000), clean_shutdown: false };
 /// assert!(slot.durable_lsn >= slot.lsn);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

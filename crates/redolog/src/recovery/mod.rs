@@ -101,6 +101,12 @@ impl Iterator for Recovery {
         let step = reader.next_step();
         match step {
             Ok(Step::Group(group)) => Some(Ok(group)),
+            // Damage in the range recovery found sound at open: the files
+            // changed under the log, or the disk returned other bytes.
+            Ok(Step::Damaged(damage)) => {
+                self.reader = None;
+                Some(Err(damage.into_corruption()))
+            }
             Ok(Step::End { at, why, .. }) => {
                 let error = (why != StreamEnd::Limit || at != self.end)
                     .then(|| reader.blocks.corruption(at, format!("the log changed since it was opened ({why:?})")));

@@ -14,7 +14,7 @@ use crate::format::{
 };
 use crate::layout::{file_name, file_path, temp_file_name, Layout};
 use crate::lsn::{BlockNo, Lsn};
-use crate::recovery::scan::{scan, LogEnd, ScanMode, ScanResult};
+use crate::recovery::scan::{repair, scan, LogEnd, ScanResult};
 use crate::storage::Storage;
 use crate::writer::Files;
 
@@ -217,7 +217,7 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
     sync_dir()?;
     let files = Arc::new(Files { seal: BlockSeal::for_log(header.log_id), ..open_files(dir, storage)? });
     let end = Lsn(header.first_lsn);
-    let scan = ScanResult { start: end, end, log_end: LogEnd::Created, last_block: empty_first_block() };
+    let scan = ScanResult { start: end, end, log_end: LogEnd::Created, last_block: empty_first_block(), repair: None };
     Ok(Opened { files, layout, checkpoint, scan, header, slots: [Some(checkpoint), None] })
 }
 
@@ -287,6 +287,13 @@ fn read_header(files: &Files, index: usize) -> Result<FileHeader> {
     Ok(header)
 }
 
+/// Whether opening may write: open repairs a torn tail, inspection only reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ScanMode {
+    Repair,
+    ReadOnly,
+}
+
 /// Opens an existing log. With `ScanMode::ReadOnly` nothing is written.
 pub(crate) fn open_existing(dir: &Path, storage: &Arc<dyn Storage>, mode: ScanMode) -> Result<Opened> {
     let mut files = open_files(dir, storage)?;
@@ -314,7 +321,11 @@ pub(crate) fn open_existing(dir: &Path, storage: &Arc<dyn Storage>, mode: ScanMo
         return Err(Error::Corruption { path: files.paths[0].clone(), offset: 0, lsn: Lsn(0), reason });
     }
     let (checkpoint, slots) = read_checkpoint(&files, &header)?;
-    let scan = scan(&files, &layout, &checkpoint, header.unsynced_bytes_max / BLOCK_BYTES as u64, mode)?;
+    let scan = scan(&files, &layout, &checkpoint, header.unsynced_bytes_max / BLOCK_BYTES as u64)?;
+    // The scan reported; the opener decides whether to repair (INV-14).
+    if let (ScanMode::Repair, Some(plan)) = (mode, &scan.repair) {
+        repair(&files, &layout, plan)?;
+    }
     Ok(Opened { files, layout, checkpoint, scan, header, slots })
 }
 

@@ -1,6 +1,8 @@
 //! Reading the block stream and the groups in it. The reader reports what it finds
-//! — a group, the end of the valid stream and why, or a group that is damaged
-//! inside valid blocks — and never writes; `scan.rs` decides what that means.
+//! — a group, the end of the valid stream and why, or damage inside valid blocks
+//! with its file, offset, LSN and reason — and never decides or writes:
+//! recovery (`scan.rs`, the `Recovery` iterator) decides what a finding means,
+//! and repair is a separate step (`scan::repair`).
 
 use std::sync::Arc;
 
@@ -60,9 +62,32 @@ impl BlockReader {
         (self.files.paths[file_index].clone(), offset)
     }
 
-    pub(crate) fn corruption(&self, lsn: Lsn, reason: String) -> Error {
+    /// Damage at `lsn`, with the file and offset it lies at.
+    pub(crate) fn damage(&self, lsn: Lsn, reason: String) -> Damage {
         let (path, block_offset) = self.place(lsn.block());
-        Error::Corruption { path, offset: block_offset + lsn.offset_in_block() as u64, lsn, reason }
+        Damage { path, offset: block_offset + lsn.offset_in_block() as u64, lsn, reason }
+    }
+
+    /// `damage`, as recovery's verdict: corruption.
+    pub(crate) fn corruption(&self, lsn: Lsn, reason: String) -> Error {
+        self.damage(lsn, reason).into_corruption()
+    }
+}
+
+/// Bytes inside valid blocks that contradict the format: where and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Damage {
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) offset: u64,
+    pub(crate) lsn: Lsn,
+    pub(crate) reason: String,
+}
+
+impl Damage {
+    /// Recovery's verdict on damage in blocks that were synced: the log is
+    /// corrupt there.
+    pub(crate) fn into_corruption(self) -> Error {
+        Error::Corruption { path: self.path, offset: self.offset, lsn: self.lsn, reason: self.reason }
     }
 }
 
@@ -131,6 +156,14 @@ pub(crate) enum Step {
     /// The valid stream ends at `at`; bytes from `group_start` to `at` belong to a
     /// group cut off by the end.
     End { group_start: Lsn, at: Lsn, why: StreamEnd },
+    /// Damage inside valid blocks; the reader reads no further.
+    Damaged(Damage),
+}
+
+/// Why reading stopped inside a step.
+enum Stop {
+    End(StreamEnd),
+    Damaged(Damage),
 }
 
 /// The state of the block the reader is in.
@@ -164,7 +197,7 @@ pub(crate) struct GroupReader {
 /// An internal outcome of reading bytes.
 enum Read {
     Done,
-    Ended(StreamEnd),
+    Stopped(Stop),
 }
 
 impl GroupReader {
@@ -192,13 +225,15 @@ impl GroupReader {
     }
 
     /// Enters the block at `self.position` if not in it yet.
-    fn enter_block(&mut self) -> Result<Option<StreamEnd>> {
+    fn enter_block(&mut self) -> Result<Option<Stop>> {
         let number = self.position.block();
         if self.current.as_ref().is_some_and(|block| block.number == number) {
             return Ok(None);
         }
         if let Some(previous) = self.current.take() {
-            self.check_first_group(&previous)?;
+            if let Some(damage) = self.check_first_group(&previous) {
+                return Ok(Some(Stop::Damaged(damage)));
+            }
         }
         match self.blocks.state(number)? {
             BlockState::Valid(header) => {
@@ -213,48 +248,48 @@ impl GroupReader {
                 });
                 Ok(None)
             }
-            other => Ok(Some(StreamEnd::NotValid(other))),
+            other => Ok(Some(Stop::End(StreamEnd::NotValid(other)))),
         }
     }
 
     /// A block left behind must have had `first_group` = the first group start
     /// the reader saw in it, or 0 if none (docs/DESIGN.md INV-9).
-    fn check_first_group(&self, block: &CurrentBlock) -> Result<()> {
+    fn check_first_group(&self, block: &CurrentBlock) -> Option<Damage> {
         if block.entered_at_start && !block.saw_group_start && block.first_group != 0 {
             let at = Lsn(block.number.start().0 + block.first_group as u64);
-            return Err(self.blocks.corruption(at, "first_group points at no group start".into()));
+            return Some(self.blocks.damage(at, "first_group points at no group start".into()));
         }
-        Ok(())
+        None
     }
 
-    fn note_group_start(&mut self) -> Result<()> {
+    fn note_group_start(&mut self) -> Option<Damage> {
         let offset = self.position.offset_in_block();
         if let Some(block) = self.current.as_mut() {
             if !block.saw_group_start {
                 block.saw_group_start = true;
                 if block.entered_at_start && block.first_group != offset {
                     let reason = format!("first_group is {} but a group starts at {offset}", block.first_group);
-                    return Err(self.blocks.corruption(self.position, reason));
+                    return Some(self.blocks.damage(self.position, reason));
                 }
             }
         }
-        Ok(())
+        None
     }
 
     /// Reads `len` data bytes (into `out` if given), crossing blocks.
     fn read_bytes(&mut self, mut len: u64, mut out: Option<&mut Vec<u8>>) -> Result<Read> {
         while len > 0 {
             if self.limit.is_some_and(|limit| self.position >= limit) {
-                return Ok(Read::Ended(StreamEnd::Limit));
+                return Ok(Read::Stopped(Stop::End(StreamEnd::Limit)));
             }
-            if let Some(end) = self.enter_block()? {
-                return Ok(Read::Ended(end));
+            if let Some(stop) = self.enter_block()? {
+                return Ok(Read::Stopped(stop));
             }
             let Some(block) = self.current.as_ref() else { unreachable!("entered a valid block") };
             let offset = self.position.offset_in_block();
             let data_end = BLOCK_HEADER_BYTES + block.data_len;
             if offset >= data_end {
-                return Ok(Read::Ended(StreamEnd::PartialBlock));
+                return Ok(Read::Stopped(Stop::End(StreamEnd::PartialBlock)));
             }
             let count = ((data_end - offset) as u64).min(len) as usize;
             if let Some(out) = out.as_deref_mut() {
@@ -277,26 +312,36 @@ impl GroupReader {
         if let Some(why) = self.at_limit() {
             return Ok(Step::End { group_start, at: group_start, why });
         }
-        if let Some(why) = self.enter_block()? {
-            return Ok(Step::End { group_start, at: group_start, why });
+        if let Some(stop) = self.enter_block()? {
+            return Ok(Self::stopped(group_start, group_start, stop));
         }
         let block_data_end = self.current.as_ref().map_or(0, |block| BLOCK_HEADER_BYTES + block.data_len);
         if group_start.offset_in_block() >= block_data_end {
             return Ok(Step::End { group_start, at: group_start, why: StreamEnd::PartialBlock });
         }
-        self.note_group_start()?;
+        if let Some(damage) = self.note_group_start() {
+            return Ok(Step::Damaged(damage));
+        }
         let mut header_bytes = Vec::with_capacity(GROUP_HEADER_BYTES);
-        if let Read::Ended(why) = self.read_bytes(GROUP_HEADER_BYTES as u64, Some(&mut header_bytes))? {
-            return Ok(Step::End { group_start, at: self.position, why });
+        if let Read::Stopped(stop) = self.read_bytes(GROUP_HEADER_BYTES as u64, Some(&mut header_bytes))? {
+            return Ok(Self::stopped(group_start, self.position, stop));
         }
         let mut raw = [0u8; GROUP_HEADER_BYTES];
         raw.copy_from_slice(&header_bytes);
         let header = GroupHeader::decode(&raw);
         if !header.is_plausible() || header.total_bytes() > self.group_bytes_max {
             let reason = format!("group header claims {} records in {} bytes", header.record_count, header.body_bytes);
-            return Err(self.blocks.corruption(group_start, reason));
+            return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
         }
         self.read_records(group_start, header)
+    }
+
+    /// The step that reports a stop at `at` inside the group from `group_start`.
+    fn stopped(group_start: Lsn, at: Lsn, stop: Stop) -> Step {
+        match stop {
+            Stop::End(why) => Step::End { group_start, at, why },
+            Stop::Damaged(damage) => Step::Damaged(damage),
+        }
     }
 
     fn at_limit(&self) -> Option<StreamEnd> {
@@ -309,25 +354,25 @@ impl GroupReader {
         let mut body_left = header.body_bytes;
         for _ in 0..header.record_count {
             let mut len_bytes = Vec::with_capacity(RECORD_HEADER_BYTES);
-            if let Read::Ended(why) = self.read_bytes(RECORD_HEADER_BYTES as u64, Some(&mut len_bytes))? {
-                return Ok(Step::End { group_start, at: self.position, why });
+            if let Read::Stopped(stop) = self.read_bytes(RECORD_HEADER_BYTES as u64, Some(&mut len_bytes))? {
+                return Ok(Self::stopped(group_start, self.position, stop));
             }
             let len = u64::from(crate::format::read_u32(&len_bytes, 0));
             if RECORD_HEADER_BYTES as u64 + len > body_left {
                 let reason = format!("record of {len} bytes overruns its group ({body_left} bytes left)");
-                return Err(self.blocks.corruption(group_start, reason));
+                return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
             }
             body_left -= RECORD_HEADER_BYTES as u64 + len;
             let offset = data.len();
             let out = if self.keep_data { Some(&mut data) } else { None };
-            if let Read::Ended(why) = self.read_bytes(len, out)? {
-                return Ok(Step::End { group_start, at: self.position, why });
+            if let Read::Stopped(stop) = self.read_bytes(len, out)? {
+                return Ok(Self::stopped(group_start, self.position, stop));
             }
             records.push((offset, len as usize));
         }
         if body_left != 0 {
             let reason = format!("group has {body_left} bytes after its last record");
-            return Err(self.blocks.corruption(group_start, reason));
+            return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
         }
         Ok(Step::Group(Group { start: group_start, end: self.position, data, records }))
     }

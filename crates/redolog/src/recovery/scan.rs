@@ -54,6 +54,9 @@ pub(crate) struct ScanResult {
     pub(crate) log_end: LogEnd,
     /// The block holding `end`, as the log must continue it.
     pub(crate) last_block: Vec<u8>,
+    /// What erasing the torn tail writes, if the log ends in one: applied by
+    /// `repair`, a separate step the opener takes (inspection does not).
+    pub(crate) repair: Option<Repair>,
 }
 
 /// Where recovered groups start.
@@ -111,25 +114,21 @@ fn find_start(files: &Arc<Files>, layout: &Layout, checkpoint: Lsn, group_bytes_
         match groups.next_step()? {
             Step::Group(group) => first = group.end_lsn(),
             Step::End { at, .. } => return Ok(Start { lsn: checkpoint, torn_group_end: Some(at.max(checkpoint)) }),
+            // Before the checkpoint the blocks were synced (INV-13): damage
+            // there is corruption.
+            Step::Damaged(damage) => return Err(damage.into_corruption()),
         }
     }
     Ok(Start { lsn: first, torn_group_end: None })
 }
 
-/// Whether the scan may write: open repairs a torn tail, inspection only reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ScanMode {
-    Repair,
-    ReadOnly,
-}
-
-/// Scans from the checkpoint to the end and decides how the log ended.
+/// Scans from the checkpoint to the end and decides how the log ended. Reads
+/// only: a torn tail comes back as the `Repair` that would erase it.
 pub(crate) fn scan(
     files: &Arc<Files>,
     layout: &Layout,
     checkpoint: &CheckpointSlot,
     unsynced_blocks: u64,
-    mode: ScanMode,
 ) -> Result<ScanResult> {
     let group_bytes_max = (layout.ring_blocks - 2) * BLOCK_DATA_BYTES as u64;
     let checkpoint_lsn = Lsn(checkpoint.lsn);
@@ -141,6 +140,10 @@ pub(crate) fn scan(
             match groups.next_step()? {
                 Step::Group(_) => {}
                 Step::End { group_start, at, why } => break (group_start, at, why),
+                // Damage inside valid blocks is not how a crash ends the
+                // stream (no crash writes a valid CRC over wrong bytes):
+                // corruption, wherever it lies.
+                Step::Damaged(damage) => return Err(damage.into_corruption()),
             }
         },
     };
@@ -177,15 +180,15 @@ pub(crate) fn scan(
     }
     let clean_shutdown = checkpoint.flags & CHECKPOINT_CLEAN_SHUTDOWN != 0 && checkpoint.durable_lsn == end.0;
     let needs_erase = stream_end > end || last_current.is_some_and(|block| block > end.block());
-    let (log_end, last_block) = if needs_erase {
+    let (log_end, last_block, repair) = if needs_erase {
         let erase = Erase { end, last_current, restart_group: start.torn_group_end.is_some() };
-        let (blocks_erased, last_block) = erase_tail(files, layout, &mut blocks, &erase, mode)?;
-        (LogEnd::TornTail { truncated_at: end, blocks_erased }, last_block)
+        let (repair, last_block) = plan_erase(files, &mut blocks, &erase)?;
+        (LogEnd::TornTail { truncated_at: end, blocks_erased: repair.blocks() }, last_block, Some(repair))
     } else {
         let log_end = if clean_shutdown { LogEnd::CleanShutdown } else { LogEnd::Clean };
-        (log_end, continuation_block(&mut blocks, end)?)
+        (log_end, continuation_block(&mut blocks, end)?, None)
     };
-    Ok(ScanResult { start: start.lsn, end, log_end, last_block })
+    Ok(ScanResult { start: start.lsn, end, log_end, last_block, repair })
 }
 
 fn describe(state: BlockState) -> &'static str {
@@ -206,22 +209,32 @@ struct Erase {
     restart_group: bool,
 }
 
-/// INV-14: rewrites the block holding `end` without the bytes past it, zeroes every
-/// later block up to `last_current`, and syncs. Returns the blocks erased and the
-/// block the log continues in. Idempotent: a crash in the middle leaves a state
-/// from which recovery finds the same end and erases again. `ReadOnly` counts the
-/// blocks without writing.
-fn erase_tail(
-    files: &Files,
-    layout: &Layout,
-    blocks: &mut BlockReader,
-    erase: &Erase,
-    mode: ScanMode,
-) -> Result<(u64, Vec<u8>)> {
-    let write = mode == ScanMode::Repair;
+/// INV-14: erasing a torn tail rewrites the block holding `end` without the
+/// bytes past it, zeroes every later block up to `last_current`, and syncs.
+/// Idempotent: a crash in the middle leaves a state from which recovery finds
+/// the same end and plans the same erase.
+pub(crate) struct Repair {
+    /// The block holding `end`, rewritten without the bytes past it.
+    rewrite: Option<(BlockNo, Vec<u8>)>,
+    /// Blocks `[first, last)` to zero.
+    zero: (u64, u64),
+    /// The first block of the erase (for the files to sync).
+    first: BlockNo,
+}
+
+impl Repair {
+    /// Blocks rewritten or zeroed.
+    pub(crate) fn blocks(&self) -> u64 {
+        u64::from(self.rewrite.is_some()) + (self.zero.1 - self.zero.0)
+    }
+}
+
+/// Plans the erase of the torn tail past `erase.end`: returns the `Repair` and
+/// the block the log continues in. Reads only.
+fn plan_erase(files: &Files, blocks: &mut BlockReader, erase: &Erase) -> Result<(Repair, Vec<u8>)> {
     let end = erase.end;
-    let mut erased = 0;
     let mut last_block = continuation_block(blocks, end)?;
+    let mut rewrite = None;
     let first_zeroed = if end.offset_in_block() > BLOCK_HEADER_BYTES {
         let mut image = blocks.read(end.block())?.to_vec();
         // Valid: the groups before `end` were read from it, or `end` is the
@@ -237,37 +250,37 @@ fn erase_tail(
             crate::buffer::set_first_group_in(&mut image, end.offset_in_block() as u16);
         }
         BlockHeader::seal(&mut image, files.seal, end.block(), data_len, header.synced_back);
-        if write {
-            write_blocks(files, layout, end.block(), &image)?;
-        }
         last_block[..end.offset_in_block()].copy_from_slice(&image[..end.offset_in_block()]);
-        erased += 1;
+        rewrite = Some((end.block(), image));
         end.block().0 + 1
     } else {
         end.block().0
     };
     let last = erase.last_current.map_or(first_zeroed, |block| block.0 + 1).max(first_zeroed);
+    Ok((Repair { rewrite, zero: (first_zeroed, last), first: end.block() }, last_block))
+}
+
+/// Applies `repair`: writes the rewritten block and the zeros, then syncs every
+/// file they touched — the erase must be durable before any new append reuses
+/// these blocks, else a crash could resurrect the stale bytes behind new ones.
+pub(crate) fn repair(files: &Files, layout: &Layout, repair: &Repair) -> Result<()> {
+    if let Some((block, image)) = &repair.rewrite {
+        write_blocks(files, layout, *block, image)?;
+    }
+    let (mut block, last) = repair.zero;
     let zeros = vec![0u8; BLOCK_BYTES * 256];
-    let mut block = first_zeroed;
     while block < last {
         let count = (last - block).min(256);
-        if write {
-            write_blocks(files, layout, BlockNo(block), &zeros[..count as usize * BLOCK_BYTES])?;
-        }
-        erased += count;
+        write_blocks(files, layout, BlockNo(block), &zeros[..count as usize * BLOCK_BYTES])?;
         block += count;
     }
-    if !write {
-        return Ok((erased, last_block));
-    }
-    // The erase must be durable before any new append reuses these blocks: else a
-    // crash could resurrect the stale bytes behind new ones.
-    for file_index in layout.files_between(end.block(), BlockNo(last.max(end.block().0 + 1) - 1)) {
+    let last_touched = BlockNo(last.max(repair.first.0 + 1) - 1);
+    for file_index in layout.files_between(repair.first, last_touched) {
         failpoint("repair.sync")
             .and_then(|()| files.handles[file_index].sync_data())
             .map_err(|source| Error::io("fdatasync", files.paths[file_index].clone(), source))?;
     }
-    Ok((erased, last_block))
+    Ok(())
 }
 
 /// Writes consecutive block images starting at `first`, split at file boundaries.
