@@ -11,7 +11,7 @@ use crate::failpoint::failpoint;
 use crate::format::{CheckpointSlot, CHECKPOINT_SLOT_OFFSETS};
 use crate::lsn::{BlockNo, Lsn};
 use crate::metrics::MetricsRecorder;
-use crate::pipeline::{PoisonOnPanic, Stages};
+use crate::pipeline::{PoisonOnPanic, Port, Stages};
 use crate::storage::StorageFile;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
@@ -71,11 +71,15 @@ impl Checkpoints {
 
     /// Records a checkpoint at `lsn`. Checkpoints only move forward: an `lsn` at
     /// or before the current one is a no-op. `reserved_end` bounds `lsn`.
-    pub(crate) fn checkpoint<W>(
+    ///
+    /// The WAL rule (INV-18): the log is made durable up to `lsn` first, so a
+    /// crash can never leave a checkpoint pointing past the synced log. One
+    /// sync covers it; a checkpoint at or below the durable LSN costs none.
+    pub(crate) fn checkpoint<W, P: Port<Writer = W>>(
         &self,
         lsn: Lsn,
         reserved_end: Lsn,
-        stages: &Stages<W>,
+        (stages, port): (&Stages<W>, &P),
         metrics: &MetricsRecorder,
     ) -> Result<()> {
         if lsn > reserved_end {
@@ -85,11 +89,48 @@ impl Checkpoints {
             return Err(Error::InvalidLsn { lsn, reason: "it points into a block header or trailer" });
         }
         stages.check()?;
+        if lsn <= self.lsn() {
+            return Ok(());
+        }
+        self.make_durable(lsn, (stages, port), metrics)?;
         let mut last = self.last.lock();
         if lsn <= last.lsn {
             return Ok(());
         }
         self.write(&mut last, lsn, 0, stages, metrics)
+    }
+
+    /// The WAL rule (INV-18): returns once the log is durable up to `lsn`. If
+    /// the writer cannot reach `lsn` because the log is full (`lsn` lies past
+    /// the file limit), checkpoints at what is durable first, which frees the
+    /// space, and goes on: waiting for `lsn` alone would wait for a checkpoint
+    /// only this thread would write. Waits outside the coordinator's mutex.
+    fn make_durable<W, P: Port<Writer = W>>(
+        &self,
+        lsn: Lsn,
+        (stages, port): (&Stages<W>, &P),
+        metrics: &MetricsRecorder,
+    ) -> Result<()> {
+        loop {
+            let synced = stages.synced();
+            if lsn <= synced {
+                return Ok(());
+            }
+            let reachable = self.file_limit().data_start();
+            if lsn <= reachable {
+                return stages.wait_synced(port, lsn);
+            }
+            if synced > self.lsn() {
+                let mut last = self.last.lock();
+                if synced > last.lsn {
+                    self.write(&mut last, synced, 0, stages, metrics)?;
+                }
+            } else {
+                // Nothing durable past the last checkpoint: sync what the
+                // writer can reach, then checkpoint there.
+                stages.wait_synced(port, reachable)?;
+            }
+        }
     }
 
     /// Rewrites the last checkpoint with `flags` (the clean-shutdown mark).
@@ -109,6 +150,8 @@ impl Checkpoints {
         stages: &Stages<W>,
         metrics: &MetricsRecorder,
     ) -> Result<()> {
+        // INV-18, where the checkpoint meets the sync stage.
+        assert!(lsn <= stages.synced(), "INV-18: checkpoint {lsn} past the durable log {}", stages.synced());
         let number = last.number + 1;
         let slot = CheckpointSlot { log_id: self.log_id, number, lsn: lsn.0, durable_lsn: stages.synced().0, flags };
         let offset = CHECKPOINT_SLOT_OFFSETS[CheckpointSlot::slot_index(number)];

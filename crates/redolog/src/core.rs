@@ -45,7 +45,7 @@ pub(crate) struct Core {
     pub(crate) stages: Stages<Writer>,
     pub(crate) checkpoints: Checkpoints,
     auto: Auto,
-    /// Usable CPUs and the process's CPU load: gates spinning (§1.10).
+    /// Usable CPUs: gate spinning and feed `Auto` (§1.10).
     cpu: CpuMonitor,
     pub(crate) metrics: MetricsRecorder,
 }
@@ -130,7 +130,7 @@ impl Core {
 
     /// Records a checkpoint at `lsn` (docs/DESIGN.md §1.8).
     pub(crate) fn checkpoint(&self, lsn: Lsn) -> Result<()> {
-        self.checkpoints.checkpoint(lsn, self.appender.reserved_end(), &self.stages, &self.metrics)
+        self.checkpoints.checkpoint(lsn, self.appender.reserved_end(), (&self.stages, self), &self.metrics)
     }
 
     /// Records what the user asked for; a fixed pipeline takes effect at once.

@@ -176,7 +176,12 @@ impl Log {
     /// Declares that everything before `lsn` is persistent elsewhere (the pages it
     /// describes were flushed): recovery will start at `lsn`, and the log may reuse
     /// the space before it. Pass an LSN `append` returned (a group boundary).
-    /// Writes one of two alternating checksummed slots and syncs it.
+    /// The log is first made durable up to `lsn` if it is not yet (the WAL
+    /// rule, INV-18: one fdatasync, as a `Synced` wait would do), then one of
+    /// two alternating checksummed slots is written and synced. An LSN inside a
+    /// group that straddles it makes recovery start at the next group boundary
+    /// after it (docs/FORMAT.md §7), so that group is not replayed: checkpoint
+    /// at group ends.
     ///
     /// ```
     /// # use redolog::{Config, Durability, Log};
