@@ -198,7 +198,7 @@ fn build(case: &MutatedLog, salt: u8) -> (CrashImage, CrashImage, Vec<GroupImage
     let first_checkpoint = created.checkpoint_lsn();
     let groups = &case.groups[..case.groups.len().min(48)];
     let mut appended: Vec<GroupImage> = Vec::new();
-    let mut checkpoint = Lsn(0);
+    let mut checkpoint = Lsn::from_u64(0);
     let mut halfway = None;
     for (index, spec) in groups.iter().enumerate() {
         if index == groups.len() / 2 {

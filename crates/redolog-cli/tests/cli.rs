@@ -145,7 +145,7 @@ fn bench_plots_svg_and_png() {
 }
 
 /// `--scenario` runs a seed's experiment and prints the seed's figure beside
-/// ours: seed 000's with the wait counters, which show no lost wake-up.
+/// ours: MySQL bug #95390's with the wait counters, which show no lost wake-up.
 #[test]
 fn bench_runs_a_seed_scenario() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -160,7 +160,7 @@ fn bench_runs_a_seed_scenario() {
         "--json",
         json.to_str().expect("utf-8 path"),
     ]);
-    assert!(stdout.contains("seed 000"), "{stdout}");
+    assert!(stdout.contains("MySQL bug #95390"), "{stdout}");
     assert_eq!(read_json(&json)["scenario"], "seed-wakeup");
     for system in ["redolog ", "redolog-tiny "] {
         let line = stdout

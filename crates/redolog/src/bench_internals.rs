@@ -64,7 +64,9 @@ impl Ring {
     /// Copies `data` in after the previous copy, skipping block headers and
     /// trailers, wrapping around the ring; returns the position after it.
     pub fn copy_in(&self, data: &[u8]) -> Lsn {
-        let end = self.ring.copy_in(self.at.get(), data);
+        // SAFETY: a `Ring` is used by one thread (it is not `Sync`: `Cell`).
+        #[allow(unsafe_code)]
+        let end = unsafe { self.ring.copy_in(self.at.get(), data) };
         // The next data position: a copy ending exactly at a block's data end
         // already returns the next block's data start.
         self.at.set(end);

@@ -53,9 +53,13 @@ impl RingBuffer {
 
     /// Copies `data` into the data bytes starting at data position `at`, skipping
     /// block headers and trailers. Returns the data position after the last byte.
-    /// Precondition (caller's protocol): the calling thread reserved these bytes
-    /// and has ring space for them (INV-1, INV-3).
-    pub(crate) fn copy_in(&self, mut at: Lsn, mut data: &[u8]) -> Lsn {
+    ///
+    /// # Safety
+    /// The calling thread owns these bytes: it reserved them (INV-1) and has
+    /// ring space for them (INV-3), so no other thread reads or writes them
+    /// while it copies.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn copy_in(&self, mut at: Lsn, mut data: &[u8]) -> Lsn {
         debug_assert!(at.is_data_position());
         while !data.is_empty() {
             let offset = at.offset_in_block();
@@ -65,9 +69,8 @@ impl RingBuffer {
             debug_assert!(index + count <= self.bytes.len());
             // SAFETY: `index + count` lies inside the ring (a block never straddles
             // its end and `count` stays inside one block's data area), and the
-            // caller owns these bytes (precondition), so nobody reads or writes
-            // them concurrently.
-            #[allow(unsafe_code)]
+            // caller owns these bytes (the contract above), so nobody reads or
+            // writes them concurrently.
             unsafe {
                 std::ptr::copy_nonoverlapping(data.as_ptr(), self.base().add(index), count);
             }
@@ -77,12 +80,15 @@ impl RingBuffer {
         at
     }
 
-    /// Sets the `first_group` field of `block`. Precondition: INV-9 assigns this
-    /// field to the calling thread.
-    pub(crate) fn set_first_group(&self, block: BlockNo, first_group: u16) {
+    /// Sets the `first_group` field of `block`.
+    ///
+    /// # Safety
+    /// INV-9 assigns this field to the calling thread, and it has ring space
+    /// for the block (INV-3): no other thread touches these two bytes.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn set_first_group(&self, block: BlockNo, first_group: u16) {
         let index = self.block_index(block) + FIRST_GROUP_OFFSET;
         // SAFETY: the two bytes are inside the ring and owned by the caller (INV-9).
-        #[allow(unsafe_code)]
         unsafe {
             std::ptr::copy_nonoverlapping(first_group.to_le_bytes().as_ptr(), self.base().add(index), 2);
         }
@@ -117,13 +123,16 @@ impl RingBuffer {
     }
 
     /// Copies the first `len` bytes of `block` into `out`.
-    /// Precondition: the caller owns those bytes (they lie below `ready`).
-    pub(crate) fn copy_out(&self, block: BlockNo, len: usize, out: &mut [u8]) {
+    ///
+    /// # Safety
+    /// The caller owns those bytes: it holds the write role and they lie below
+    /// `ready` (INV-2), so no appender writes them while they are copied.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn copy_out(&self, block: BlockNo, len: usize, out: &mut [u8]) {
         assert!(len <= BLOCK_BYTES && out.len() >= len);
         let index = self.block_index(block);
         // SAFETY: in bounds; bytes below `ready` are no longer written by any
-        // appender, and bytes past `len` are not read.
-        #[allow(unsafe_code)]
+        // appender (the contract above), and bytes past `len` are not read.
         unsafe {
             std::ptr::copy_nonoverlapping(self.base().add(index), out.as_mut_ptr(), len);
         }
@@ -146,21 +155,37 @@ pub(crate) fn set_first_group_in(image: &mut [u8], first_group: u16) {
 }
 
 #[cfg(test)]
+#[allow(unsafe_code)]
 mod tests {
     use super::*;
+
+    fn copy_in(ring: &RingBuffer, at: Lsn, data: &[u8]) -> Lsn {
+        // SAFETY: the test's one thread owns the whole ring.
+        unsafe { ring.copy_in(at, data) }
+    }
+
+    fn copy_out(ring: &RingBuffer, block: BlockNo, out: &mut [u8]) {
+        // SAFETY: as above.
+        unsafe { ring.copy_out(block, BLOCK_BYTES, out) }
+    }
+
+    fn set_first_group(ring: &RingBuffer, block: BlockNo, first_group: u16) {
+        // SAFETY: as above.
+        unsafe { ring.set_first_group(block, first_group) }
+    }
 
     #[test]
     fn copy_skips_headers_and_trailers() {
         let ring = RingBuffer::new(4 * BLOCK_BYTES);
         let data: Vec<u8> = (0..600u32).map(|value| value as u8).collect();
         let start = BlockNo(1).data_start();
-        let end = ring.copy_in(start, &data);
+        let end = copy_in(&ring, start, &data);
         assert_eq!(end, Lsn(2 * 512 + 16 + (600 - 492)));
         let mut block = [0u8; BLOCK_BYTES];
-        ring.copy_out(BlockNo(1), BLOCK_BYTES, &mut block);
+        copy_out(&ring, BlockNo(1), &mut block);
         assert_eq!(&block[16..508], &data[..492]);
         assert_eq!(&block[..16], &[0u8; 16]);
-        ring.copy_out(BlockNo(2), BLOCK_BYTES, &mut block);
+        copy_out(&ring, BlockNo(2), &mut block);
         assert_eq!(&block[16..16 + 108], &data[492..]);
     }
 
@@ -168,12 +193,12 @@ mod tests {
     fn ring_wraps_at_block_granularity() {
         let ring = RingBuffer::new(2 * BLOCK_BYTES);
         // Block 3 shares ring space with block 1.
-        ring.copy_in(BlockNo(3).data_start(), b"lap two");
+        copy_in(&ring, BlockNo(3).data_start(), b"lap two");
         let mut block = [0u8; BLOCK_BYTES];
-        ring.copy_out(BlockNo(1), BLOCK_BYTES, &mut block);
+        copy_out(&ring, BlockNo(1), &mut block);
         assert_eq!(&block[16..23], b"lap two");
-        ring.set_first_group(BlockNo(3), 16);
-        ring.copy_out(BlockNo(1), BLOCK_BYTES, &mut block);
+        set_first_group(&ring, BlockNo(3), 16);
+        copy_out(&ring, BlockNo(1), &mut block);
         assert_eq!(&block[6..8], &16u16.to_le_bytes());
     }
 }

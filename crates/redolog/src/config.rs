@@ -48,8 +48,10 @@ pub enum Pipeline {
     /// (MySQL 8.0's dedicated log threads). Best with many concurrent commits and
     /// CPUs to spare for the two threads.
     Dedicated,
-    /// Choose between the two at run time from the usable CPUs, the CPU load and
-    /// the measured number of concurrent committers, and switch as they change.
+    /// Choose between the two at run time — from the usable CPUs, the measured
+    /// time of a sync pass, the number of committers waiting and how much of
+    /// their waiting is for a sync (docs/DESIGN.md §1.12) — and switch as they
+    /// change.
     Auto,
 }
 
@@ -80,7 +82,8 @@ pub struct Config {
     /// Who writes and syncs (default `Auto`).
     pub pipeline: Pipeline,
     /// CPUs to pin the dedicated log threads to (default: none, the scheduler
-    /// decides). Seed 002: on a busy machine, pinning the log threads away from
+    /// decides). As the blog post "MySQL 8.0 redo log write performance analysis"
+    /// found, on a busy machine pinning the log threads away from
     /// the committing threads keeps them from being starved. If the system
     /// refuses, a warning is logged and the threads run unpinned.
     pub log_thread_cpus: Vec<usize>,

@@ -1,7 +1,8 @@
 //! How many CPUs this process can really use, and how busy it keeps them
 //! (docs/DESIGN.md §1.10).
 //!
-//! Seed 001: MySQL's spin gate divides the process's CPU time by the CPUs in the
+//! The post "Spinning in the Cloud: How to Fix MySQL 8.0 Log Commit for
+//! Containers": MySQL's spin gate divides the process's CPU time by the CPUs in the
 //! affinity mask, so in a container with a CFS quota of one CPU on a 16-CPU host it
 //! believed the machine idle and spun away a fifth of the quota. Here the usable
 //! count is the minimum of the affinity mask and every CPU quota on the path from

@@ -1,6 +1,7 @@
 //! A block's geometry (docs/FORMAT.md §5): its size and the offsets of its
-//! header fields. A file of its own, with no imports, so that the loom models
-//! (tests/loom_*.rs) compile the real constants.
+//! header fields. Below `lsn` and `format`, which both use it; a file with no
+//! imports of the crate, so the loom models (tests/loom_*.rs) compile the real
+//! constants.
 
 use std::mem::size_of;
 

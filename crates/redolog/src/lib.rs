@@ -27,6 +27,8 @@
 //! the byte format in `docs/FORMAT.md`.
 
 #![deny(unsafe_code)]
+// Library code states why a value is there instead of `expect`ing it; tests may.
+#![cfg_attr(not(test), deny(clippy::expect_used))]
 #![warn(missing_docs)]
 
 mod append;
@@ -42,6 +44,7 @@ mod cpu;
 mod error;
 mod failpoint;
 mod format;
+mod geometry;
 mod layout;
 mod link_buf;
 #[cfg(test)]
@@ -61,10 +64,9 @@ pub use config::{Config, Durability, Pipeline};
 pub use error::{Error, Result};
 #[cfg(feature = "failpoints")]
 pub use failpoint::FAILPOINTS;
-pub use hdrhistogram::Histogram;
 pub use log::Log;
 pub use lsn::Lsn;
-pub use metrics::{LsnLevels, Metrics, WaitStats};
+pub use metrics::{LatencySummary, LsnLevels, Metrics, WaitStats};
 pub use recovery::inspect;
 pub use recovery::{Group, LogEnd, Recovery};
 

@@ -6,21 +6,26 @@
 
 use std::fmt;
 
-use crate::format::{BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES};
+use crate::geometry::{BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES};
 
 /// A log sequence number: the byte address of a position in the log's block stream.
 ///
 /// `append` returns the end LSN of the group it wrote; pass it to `wait` or
 /// `checkpoint`. LSNs only grow, and a later group always has a larger LSN.
 ///
+/// An `Lsn` comes from the log (`append`, `end_lsn`, recovery); building one
+/// from an integer takes the named [`Lsn::from_u64`], so a length or a record
+/// count is never passed where a log position belongs.
+///
 /// ```
 /// use redolog::Lsn;
-/// let a = Lsn(8229);
-/// assert!(a > Lsn(8208));
+/// let a = Lsn::from_u64(8229);
+/// assert!(a > Lsn::from_u64(8208));
 /// assert_eq!(a.to_string(), "8229");
+/// assert_eq!(a.as_u64(), 8229);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Lsn(pub u64);
+pub struct Lsn(pub(crate) u64);
 
 impl fmt::Display for Lsn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -29,6 +34,17 @@ impl fmt::Display for Lsn {
 }
 
 impl Lsn {
+    /// The LSN at byte address `value` of the log's block stream: one that an
+    /// earlier run returned and the caller stored, say.
+    pub const fn from_u64(value: u64) -> Lsn {
+        Lsn(value)
+    }
+
+    /// The byte address, to store or print.
+    pub const fn as_u64(self) -> u64 {
+        self.0
+    }
+
     /// The absolute number of the block this LSN falls in.
     pub(crate) fn block(self) -> BlockNo {
         BlockNo(self.0 / BLOCK_BYTES as u64)

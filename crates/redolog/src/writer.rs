@@ -121,7 +121,12 @@ impl Writer {
         }
         if partial_len > 0 {
             let used = BLOCK_HEADER_BYTES + partial_len;
-            ring.copy_out(full_end, used, &mut self.partial[..]);
+            // SAFETY: we hold the write role and the partial block's bytes lie
+            // below `ready` (the caller's range), so no appender writes them.
+            #[allow(unsafe_code)]
+            unsafe {
+                ring.copy_out(full_end, used, &mut self.partial[..]);
+            }
             self.partial[used..].fill(0);
             let synced_back = synced_back(full_end, synced);
             BlockHeader::seal(&mut self.partial[..], files.seal, full_end, partial_len, synced_back);
@@ -195,7 +200,9 @@ mod tests {
         let ring = RingBuffer::new(8 * BLOCK_BYTES);
         let start = BlockNo(3).data_start();
         let data = vec![7u8; BLOCK_DATA_BYTES + 10];
-        let end = ring.copy_in(start, &data);
+        // SAFETY: the test's one thread owns the whole ring.
+        #[allow(unsafe_code)]
+        let end = unsafe { ring.copy_in(start, &data) };
         let mut writer = Writer::new();
         let done = writer.write(&ring, &layout, &files, (start, end), start).expect("write");
         // Block 3 is the last of file 0, block 4 the first of file 1.

@@ -119,11 +119,11 @@ fn lsns_outside_the_log_are_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (log, _) = Log::open(dir.path(), common::config(32, 8192)).expect("open");
     let end = log.commit(b"x", Durability::Synced).expect("commit");
-    let beyond = Lsn(end.0 + 10_000);
+    let beyond = Lsn::from_u64(end.as_u64() + 10_000);
     assert!(matches!(log.wait(beyond, Durability::Synced), Err(Error::LsnOutOfRange { .. })));
     assert!(matches!(log.checkpoint(beyond), Err(Error::LsnOutOfRange { .. })));
     // Offset 3 of a block is inside its header: not a position in the log.
-    let in_header = Lsn(end.0 / 512 * 512 + 3);
+    let in_header = Lsn::from_u64(end.as_u64() / 512 * 512 + 3);
     assert!(matches!(log.checkpoint(in_header), Err(Error::InvalidLsn { .. })));
     log.commit(b"still fine", Durability::Synced).expect("errors do not poison");
 }

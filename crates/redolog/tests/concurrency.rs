@@ -86,7 +86,7 @@ fn sixty_four_threads_recover_in_lsn_order(pipeline: Pipeline) {
 
     let (_log, groups, _) = common::reopen(dir.path(), &config);
     assert_eq!(groups.len(), expected.len());
-    let mut previous_end = Lsn(0);
+    let mut previous_end = Lsn::from_u64(0);
     for (group, (end, records)) in groups.iter().zip(&expected) {
         assert!(group.start_lsn() >= previous_end);
         assert_eq!(group.end_lsn(), *end);

@@ -223,7 +223,7 @@ fn crash_child() {
                     log.wait(end, Durability::Synced).expect("wait");
                     // Printed only after the acknowledgement.
                     let mut out = stdout.lock();
-                    writeln!(out, "ack {round} {thread} {index} {}", end.0).expect("print");
+                    writeln!(out, "ack {round} {thread} {index} {}", end.as_u64()).expect("print");
                     out.flush().expect("flush");
                 }
             })
@@ -258,7 +258,7 @@ fn run_child(dir: &Path, round: u32, death: Death, delay: Duration) -> (Acks, bo
             if let ["ack", round, thread, index, lsn] = fields[..] {
                 let parse = |text: &str| text.parse::<u64>().expect("child output");
                 let id = (parse(round) as u32, parse(thread) as u32, parse(index) as u32);
-                acks.insert(id, Lsn(parse(lsn)));
+                acks.insert(id, Lsn::from_u64(parse(lsn)));
             }
         }
         acks

@@ -15,9 +15,9 @@ fn worked_example_matches_format_md() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = common::config(64, 64 << 10);
     let (log, _) = Log::open(dir.path(), config.clone()).expect("open");
-    assert_eq!(log.end_lsn(), Lsn(8208), "a new log starts at block 16, offset 16");
-    assert_eq!(log.append_group(&[b"hello", b""]).expect("append"), Lsn(8229));
-    assert_eq!(log.append(&[0xAB; 480]).expect("append"), Lsn(8741));
+    assert_eq!(log.end_lsn(), Lsn::from_u64(8208), "a new log starts at block 16, offset 16");
+    assert_eq!(log.append_group(&[b"hello", b""]).expect("append"), Lsn::from_u64(8229));
+    assert_eq!(log.append(&[0xAB; 480]).expect("append"), Lsn::from_u64(8741));
     log.close().expect("close");
 
     let (path, offset) = common::place(dir.path(), &config, 16);
@@ -59,7 +59,7 @@ fn groups_spanning_blocks_and_files_recover_byte_exact() {
         let slices: Vec<&[u8]> = group.iter().map(Vec::as_slice).collect();
         log.commit_group_synced(&slices);
     }
-    assert!(log.end_lsn().0 / 512 > 16 + 2 * 48, "the groups reached the third file");
+    assert!(log.end_lsn().as_u64() / 512 > 16 + 2 * 48, "the groups reached the third file");
     drop(log);
     let (_, recovered, end) = common::reopen(dir.path(), &config);
     assert_eq!(end, LogEnd::CleanShutdown);
@@ -72,7 +72,7 @@ fn empty_records_and_empty_groups_are_kept() {
     let config = common::config(64, 64 << 10);
     let (log, _) = Log::open(dir.path(), config.clone()).expect("open");
     let empty_group = log.append_group(&[]).expect("empty group");
-    assert_eq!(empty_group, Lsn(8208 + 8), "an empty group is just its 8-byte header");
+    assert_eq!(empty_group, Lsn::from_u64(8208 + 8), "an empty group is just its 8-byte header");
     log.append(b"").expect("empty record");
     log.append_group(&[b"", b"x", b""]).expect("mixed");
     log.close().expect("close");
@@ -88,9 +88,9 @@ fn record_filling_exactly_one_block_ends_at_the_next_block_start() {
     let (log, _) = Log::open(dir.path(), config.clone()).expect("open");
     // 8 (group header) + 4 (record header) + 480 = 492 = one block's data.
     let end = log.commit(&[7u8; 480], Durability::Synced).expect("commit");
-    assert_eq!(end, Lsn(17 * 512 + 16), "written as offset 16 of the next block (FORMAT.md §4)");
+    assert_eq!(end, Lsn::from_u64(17 * 512 + 16), "written as offset 16 of the next block (FORMAT.md §4)");
     let next = log.commit(b"next", Durability::Synced).expect("commit");
-    assert_eq!(next, Lsn(17 * 512 + 16 + 8 + 4 + 4));
+    assert_eq!(next, Lsn::from_u64(17 * 512 + 16 + 8 + 4 + 4));
     drop(log);
     let (_, recovered, _) = common::reopen(dir.path(), &config);
     assert_eq!(common::records(&recovered), vec![vec![vec![7u8; 480]], vec![b"next".to_vec()]]);
@@ -166,7 +166,7 @@ fn ring_wraps_many_laps_and_recovers_from_the_checkpoint() {
             since_checkpoint.clear();
         }
     }
-    assert!(log.end_lsn().0 > 5 * 4 * 32 * 512, "at least five laps: {}", log.end_lsn());
+    assert!(log.end_lsn().as_u64() > 5 * 4 * 32 * 512, "at least five laps: {}", log.end_lsn());
     // Crash without close: recovery must start at the last checkpoint.
     std::mem::forget(log);
     let (_, recovered, end) = common::reopen(dir.path(), &config);
@@ -188,7 +188,7 @@ fn torn_tail_is_truncated_and_never_resurrected() {
     let torn_end = log.end_lsn();
     std::mem::forget(log); // crash: no close, no checkpoint
                            // The OS lost the last block of the torn group (it never reached the disk).
-    let (path, offset) = common::place(dir.path(), &config, torn_end.0 / 512);
+    let (path, offset) = common::place(dir.path(), &config, torn_end.as_u64() / 512);
     common::patch(&path, offset, &[0u8; 512]);
 
     let (log, recovered, end) = common::reopen(dir.path(), &config);
@@ -225,8 +225,8 @@ fn mid_log_corruption_is_an_error_naming_file_offset_and_lsn() {
     match Log::open(dir.path(), config.clone()) {
         Err(Error::Corruption { path: named, offset: at, lsn, reason }) => {
             assert_eq!(named, path, "{reason}");
-            assert_eq!(lsn.0 / 512, 20, "{reason}");
-            assert_eq!(at, offset + lsn.0 % 512, "the offset is that of the LSN: {reason}");
+            assert_eq!(lsn.as_u64() / 512, 20, "{reason}");
+            assert_eq!(at, offset + lsn.as_u64() % 512, "the offset is that of the LSN: {reason}");
         }
         Err(other) => panic!("expected Corruption, got {other}"),
         Ok(_) => panic!("opened a log with a corrupt block in the middle"),

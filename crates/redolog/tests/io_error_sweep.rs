@@ -43,7 +43,7 @@ struct Run {
 /// 6) on `storage` until the first error; then checks that the log stays
 /// poisoned and never retries the failed operation.
 fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) -> Run {
-    let mut run = Run { appended: Vec::new(), synced: Lsn(0), written: Lsn(0), injected: 0 };
+    let mut run = Run { appended: Vec::new(), synced: Lsn::from_u64(0), written: Lsn::from_u64(0), injected: 0 };
     let log = match Log::open_with_storage(Path::new(DIR), common::small_log(), storage.clone()) {
         Ok((log, _)) => log,
         Err(error) => {
@@ -177,7 +177,7 @@ fn a_write_or_sync_error_while_recovery_repairs_fails_it_and_the_next_recovery_i
     let crash = CrashStorage::new();
     let (log, _) = Log::open_with_storage(Path::new(DIR), common::small_log(), crash.clone()).expect("create");
     let mut appended = Vec::new();
-    let mut synced = Lsn(0);
+    let mut synced = Lsn::from_u64(0);
     for index in 0..16 {
         let bytes = common::sized_record(index);
         let end = log.append(&bytes).expect("append");

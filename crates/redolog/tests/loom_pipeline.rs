@@ -30,8 +30,7 @@
 mod common;
 
 // The modules of the crate that `src/pipeline/` imports, on loom: the `sync`
-// shim, the block size, `lsn`, `error` and `wait` — the last three are the
-// crate's own files.
+// shim, and the crate's own `geometry`, `lsn`, `error` and `wait` files.
 
 /// The `crate::sync` shim, on loom.
 mod sync {
@@ -41,13 +40,8 @@ mod sync {
     pub(crate) use crate::loom_lot::ParkingLot;
 }
 
-#[path = "../src/format/geometry.rs"]
+#[path = "../src/geometry.rs"]
 mod geometry;
-
-/// `crate::format`'s block geometry: the crate's own file.
-mod format {
-    pub(crate) use crate::geometry::*;
-}
 
 #[path = "common/loom_lot.rs"]
 mod loom_lot;

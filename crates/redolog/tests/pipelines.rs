@@ -26,6 +26,9 @@ fn acknowledged_len_marker(pipeline: Pipeline) -> usize {
 }
 
 #[test]
+// One scenario from start to check: the committers, the flipper, the settling
+// commits and the recovery that checks them share their state.
+#[allow(clippy::too_many_lines)]
 fn flipping_the_pipeline_under_64_committers_loses_nothing() {
     const THREADS: usize = 64;
     const RUN_FOR: Duration = Duration::from_millis(1500);

@@ -1,5 +1,5 @@
 //! Goal: `Config::log_thread_cpus` and `log_thread_nice` place the dedicated log
-//! threads (seed 002), and a placement the system refuses is a warning, not a
+//! threads (the few-cores post), and a placement the system refuses is a warning, not a
 //! failure. Its own test binary: it inspects this process's threads by name.
 //! Method: read the log threads' `Cpus_allowed_list` and nice value from /proc.
 

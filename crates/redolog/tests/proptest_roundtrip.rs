@@ -50,7 +50,7 @@ fn run(steps: &[Step], clean_close: bool) -> Result<(), TestCaseError> {
         // The log holds 256 blocks (128 KiB): like an engine that flushes its
         // pages, checkpoint before the log fills, or the next append would wait
         // for space forever.
-        if step.checkpoint_after || end.0 - checkpoint.0 > 64 << 10 {
+        if step.checkpoint_after || end.as_u64() - checkpoint.as_u64() > 64 << 10 {
             log.checkpoint(end).expect("checkpoint");
             checkpoint = end;
             expected.clear();

@@ -69,7 +69,9 @@ fn cut_at(image: &mut CrashImage, cut: u64, end: u64) -> Option<u64> {
 fn surviving(groups: &[GroupImage], first_changed: Option<u64>) -> Vec<GroupImage> {
     match first_changed {
         None => groups.to_vec(),
-        Some(block) => groups.iter().filter(|(end, _)| end.0 <= block * BLOCK as u64 + BLOCK_HEADER).cloned().collect(),
+        Some(block) => {
+            groups.iter().filter(|(end, _)| end.as_u64() <= block * BLOCK as u64 + BLOCK_HEADER).cloned().collect()
+        }
     }
 }
 
@@ -89,7 +91,7 @@ fn cutting_unsynced_groups_at_any_byte_keeps_every_whole_group_before_the_cut() 
     let (image, groups) = log_with_tail(&tail(), Durability::Written, false);
     // From the start of the block where the tail begins (its header included)
     // to the end of the block where it ends.
-    let (start, end) = (groups[0].0 .0 / BLOCK as u64 * BLOCK as u64, groups[2].0 .0);
+    let (start, end) = (groups[0].0.as_u64() / BLOCK as u64 * BLOCK as u64, groups[2].0.as_u64());
     let block_end = end.div_ceil(BLOCK as u64) * BLOCK as u64;
     let mut cuts = 0;
     for cut in start..block_end {
@@ -116,13 +118,17 @@ fn cutting_unsynced_groups_at_any_byte_keeps_every_whole_group_before_the_cut() 
 #[test]
 fn cutting_synced_groups_at_any_byte_is_corruption() {
     let (image, groups) = log_with_tail(&tail(), Durability::Synced, true);
-    let (start, end) = (groups[0].0 .0, groups[2].0 .0);
+    let (start, end) = (groups[0].0.as_u64(), groups[2].0.as_u64());
     for cut in start..end {
         let mut damaged = image.clone();
         let Some(first_changed) = cut_at(&mut damaged, cut, end) else { continue };
         match open(&damaged) {
             Err(Error::Corruption { lsn, .. }) => {
-                assert_eq!(lsn.0 / BLOCK as u64, first_changed, "cut at LSN {cut}: corruption reported at {lsn:?}")
+                assert_eq!(
+                    lsn.as_u64() / BLOCK as u64,
+                    first_changed,
+                    "cut at LSN {cut}: corruption reported at {lsn:?}"
+                )
             }
             Err(other) => panic!("cut at LSN {cut}: expected corruption, got {other}"),
             Ok((_, recovered)) => panic!("cut at LSN {cut}: synced groups lost silently ({} left)", recovered.len()),
@@ -135,14 +141,14 @@ fn zeroed_blocks_in_the_middle_of_synced_data_are_corruption() {
     let records: Vec<Vec<u8>> = (0..6u8).map(|index| vec![index; 600]).collect();
     for close in [true, false] {
         let (image, groups) = log_with_tail(&records, Durability::Synced, close);
-        let first = groups[1].0 .0 / BLOCK as u64 + 1;
+        let first = groups[1].0.as_u64() / BLOCK as u64 + 1;
         for zeroed in 1..=2u64 {
             let mut damaged = image.clone();
             cut_at(&mut damaged, first * BLOCK as u64, (first + zeroed) * BLOCK as u64);
             let context = format!("{zeroed} zero blocks from block {first}, close {close}");
             match open(&damaged) {
                 Err(Error::Corruption { lsn, reason, .. }) => {
-                    assert_eq!(lsn.0 / BLOCK as u64, first, "{context}: {reason}");
+                    assert_eq!(lsn.as_u64() / BLOCK as u64, first, "{context}: {reason}");
                 }
                 Err(other) => panic!("{context}: expected corruption, got {other}"),
                 Ok((end, recovered)) => panic!("{context}: read as the end ({end:?}, {} groups)", recovered.len()),
@@ -166,7 +172,7 @@ fn a_payload_holding_a_serialized_log_is_never_read_as_log() {
 
     // Destroy the block where the embedding group starts (its header with it):
     // recovery must stop there, not resynchronise on an embedded block.
-    let group_start = groups[1].0 .0;
+    let group_start = groups[1].0.as_u64();
     let block_end = (group_start / BLOCK as u64 + 1) * BLOCK as u64;
     for cut in [group_start / BLOCK as u64 * BLOCK as u64, group_start, group_start + 3] {
         let mut damaged = image.clone();
@@ -192,7 +198,7 @@ fn a_damaged_block_holding_the_checkpoint_is_corruption() {
         }
         let mut image = storage.state().crash(CrashMode::KeepAll);
         drop(log);
-        let (path, offset) = byte_place(&common::small_log(), end.0 - 50);
+        let (path, offset) = byte_place(&common::small_log(), end.as_u64() - 50);
         image.files.get_mut(&path).expect("log file")[offset] ^= 0x40;
         match open(&image) {
             Err(Error::Corruption { lsn, reason, .. }) => {

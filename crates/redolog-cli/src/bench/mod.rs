@@ -84,7 +84,7 @@ pub struct BenchOptions {
     /// mutex and raw. `--pipeline group,dedicated,auto,mutex` compares pipelines.
     #[arg(long, alias = "pipeline", value_enum, value_delimiter = ',', default_value = "redolog,mutex,raw")]
     pub systems: Vec<SystemKind>,
-    /// Run under a CFS quota of this many CPUs (seed 001), in a cgroup created
+    /// Run under a CFS quota of this many CPUs (as in the CPU-quota spinning post), in a cgroup created
     /// for the run; falls back to an affinity mask where cgroups cannot be made.
     #[arg(long)]
     pub cpu_quota: Option<f64>,

@@ -1,5 +1,6 @@
-//! `--cpu-quota N`: run the benchmark under a CFS quota of N CPUs, seed 001's
-//! setting (a container limited to fewer CPUs than its affinity mask shows).
+//! `--cpu-quota N`: run the benchmark under a CFS quota of N CPUs, the setting
+//! of the CPU-quota spinning post (a container limited to fewer CPUs than its
+//! affinity mask shows).
 //!
 //! The process moves itself into a new cgroup with the quota: cgroup v1's `cpu`
 //! hierarchy or cgroup v2 at the standard mount points. That needs the right to

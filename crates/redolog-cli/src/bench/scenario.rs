@@ -1,6 +1,8 @@
-//! `--scenario NAME`: the seeds' experiments (../shared/seeds, docs/BENCHMARKS.md
-//! "Scenarios"). Each sets the systems, threads, durability and CPU limit, runs
-//! like any other bench, then prints the seed's figure next to ours and the
+//! `--scenario NAME`: the experiments of the public reports redolog answers —
+//! MySQL bugs #95390 and #77094 and the two blog posts on spinning under a CPU
+//! quota and on log threads starved on few cores (docs/BENCHMARKS.md, "The MySQL
+//! failures, reproduced"). Each sets the systems, threads, durability and CPU
+//! limit, runs like any other bench, then prints the report's figure next to ours and the
 //! counters that tell the story: the wait triads (no_waits / waits / wait_loops)
 //! and the time spent spinning.
 
@@ -17,20 +19,20 @@ use super::{BenchOptions, Contender, DurabilityArg};
 /// A seed's experiment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
-    /// Seed 000 (MySQL bug #95390): the smallest ring and link buffer, 64
+    /// MySQL bug #95390: the smallest ring and link buffer, 64
     /// threads; waits for space must be woken, not polled.
     #[value(name = "seed-wakeup")]
     Wakeup,
-    /// Seed 001 (spinning in a container): 64 threads under a 1-CPU CFS quota;
+    /// The CPU-quota spinning post (spinning in a container): 64 threads under a 1-CPU CFS quota;
     /// CPU spent spinning and throughput per pipeline.
     #[value(name = "seed-cpu-quota")]
     CpuQuota,
-    /// Seed 002 (log threads starved on few cores): 128 threads on this
+    /// The few-cores post (log threads starved on few cores): 128 threads on this
     /// machine's cores; dedicated versus group commit versus auto, with the log
     /// threads at nice -10 and pinned.
     #[value(name = "seed-few-cores")]
     FewCores,
-    /// Seed 004 (MySQL bug #77094): written durability, 16 to 256 threads;
+    /// MySQL bug #77094: written durability, 16 to 256 threads;
     /// append never waits for an in-flight write, against the mutex design.
     #[value(name = "seed-double-buffer")]
     DoubleBuffer,
@@ -50,19 +52,19 @@ impl Scenario {
     pub fn seed_story(self) -> &'static str {
         match self {
             Scenario::Wakeup => {
-                "seed 000: MySQL 8.0.16's log_closer, woken only by its timeout while user threads waited for \
+                "MySQL bug #95390: 8.0.16's log_closer, woken only by its timeout while user threads waited for \
                  recent_closed space, halved throughput (25k TPS; 49k once woken)"
             }
             Scenario::CpuQuota => {
-                "seed 001: MySQL 8.0's adaptive spinning read the affinity mask, not the CFS quota: 21 % of the \
+                "Spinning in the Cloud (blog): MySQL 8.0's adaptive spinning read the affinity mask, not the CFS quota: 21 % of the \
                  container's CPU went to spinning; quota-aware spinning gave +35 % TPS (3.5k -> 4.7k)"
             }
             Scenario::FewCores => {
-                "seed 002: on 8 cores, 8.0's log threads starved behind the user threads: 64.7k QPS against \
+                "MySQL 8.0 redo log write performance analysis (blog): on 8 cores, 8.0's log threads starved behind the user threads: 64.7k QPS against \
                  5.6's 140k; isolating the log threads gave 91.8k"
             }
             Scenario::DoubleBuffer => {
-                "seed 004: one mutex for appending and writing serialised them in 5.7.7; a second buffer let \
+                "MySQL bug #77094: one mutex for appending and writing serialised them in 5.7.7; a second buffer let \
                  them overlap: +10-20 % at 32-256 threads"
             }
         }

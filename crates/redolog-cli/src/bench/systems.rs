@@ -142,11 +142,11 @@ impl RedologSystem {
 
 impl System for RedologSystem {
     fn append(&self, record: &[u8]) -> Result<u64, BoxError> {
-        Ok(self.log.append(record)?.0)
+        Ok(self.log.append(record)?.as_u64())
     }
 
     fn wait(&self, token: u64, durability: Durability) -> Result<(), BoxError> {
-        Ok(self.log.wait(Lsn(token), durability)?)
+        Ok(self.log.wait(Lsn::from_u64(token), durability)?)
     }
 
     fn maintain(&self) {

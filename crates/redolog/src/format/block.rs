@@ -3,7 +3,7 @@
 use super::{read_u16, read_u32, write_u16, write_u32};
 use crate::lsn::BlockNo;
 
-pub(crate) use super::geometry::*;
+pub(crate) use crate::geometry::*;
 
 const _: () = assert!(BLOCK_HEADER_BYTES == 16);
 const _: () = assert!(BLOCK_DATA_BYTES == 492);

@@ -7,7 +7,6 @@
 mod block;
 mod checkpoint;
 mod file_header;
-mod geometry;
 mod group;
 
 pub(crate) use block::{

@@ -216,10 +216,21 @@ impl<W> Stages<W> {
         written: Lsn,
         upto: Lsn,
     ) -> Result<(Instant, Instant)> {
-        // Where the stages meet: the writer writes only completed bytes (INV-2)
-        // inside its file space (INV-7).
-        debug_assert!(upto <= port.ready(), "INV-4: written may not pass ready");
-        debug_assert!(upto <= port.file_limit().data_start(), "INV-7: the writer stays below the file limit");
+        // Where the stages meet, checked on every pass (a pass costs a system
+        // call; these cost a few loads). A failure panics under the write role,
+        // which poisons the log (INV-6) rather than write what it must not.
+        assert!(written < upto && upto <= port.ready(), "INV-4: writing [{written}, {upto}) would pass ready");
+        assert!(
+            upto <= port.file_limit().data_start(),
+            "INV-7: writing up to {upto} would pass the file limit {}",
+            port.file_limit()
+        );
+        assert!(
+            upto <= BlockNo(self.synced().block().0 + self.unsynced_blocks + 1).data_start(),
+            "INV-8: writing up to {upto} would run more than {} blocks ahead of synced {}",
+            self.unsynced_blocks,
+            self.synced()
+        );
         let started = Instant::now();
         port.write(writer, (written, upto), self.synced()).map_err(|failure| self.poison(failure))?;
         // INV-4; it also hands ring space back to appenders.
@@ -260,7 +271,10 @@ impl<W> Stages<W> {
         pass_started: Instant,
         sync_started: Instant,
     ) -> Result<()> {
-        debug_assert!(written <= self.written(), "INV-5: synced may not pass written");
+        assert!(
+            synced < written && written <= self.written(),
+            "INV-5: syncing [{synced}, {written}) would pass written"
+        );
         let finished = port.sync((synced, written), sync_started).map_err(|failure| self.poison(failure))?;
         // INV-5: only after every fdatasync covering [synced, written) returned Ok.
         self.sync.advance(synced, written);

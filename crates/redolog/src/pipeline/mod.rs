@@ -220,6 +220,9 @@ impl<W> Stages<W> {
 
     /// Appenders moved `ready` from `old` to `new` (the link buffer's tail).
     pub(crate) fn ready_moved(&self, old: Lsn, new: Lsn) {
+        // Only `old < new`: by now other appenders may have moved the tail on
+        // and the writer written past `new`.
+        debug_assert!(old < new, "INV-2: ready only moves forward");
         self.ready_events.notify_range(old.0, new.0);
     }
 

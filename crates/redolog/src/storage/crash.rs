@@ -132,6 +132,7 @@ impl CrashImage {
             }
             Ok(())
         };
+        #[allow(clippy::expect_used)] // MemStorage has no failure to report
         fill().expect("in-memory storage does not fail");
     }
 }
@@ -398,6 +399,7 @@ impl CrashStorage {
     }
 
     fn record(&self, op: CrashOp, bytes: Vec<u8>) {
+        #[allow(clippy::expect_used)] // the closure returns Ok
         self.record_with(|_| Ok(op), bytes).map(|_| ()).expect("infallible");
     }
 

@@ -2,14 +2,18 @@
 //! fault-injecting implementations for the real file system.
 //!
 //! Implementations: [`FsStorage`] (the default: real files, `pwritev`,
-//! `fdatasync`), [`MemStorage`] (in memory, for tests and benchmarks of the CPU
-//! path), [`FaultyStorage`] (fails chosen operations, for poisoning tests) and
-//! [`CrashStorage`] (records every operation and builds the images a crash after
+//! `fdatasync`), and behind the cargo feature `testkit`, for the tests of
+//! redolog and of engines built on it: `MemStorage` (in memory),
+//! `FaultyStorage` (fails chosen operations, for poisoning tests) and
+//! `CrashStorage` (records every operation and builds the images a crash after
 //! any prefix of them can leave). Each documents its fault model at the top.
 
+#[cfg(feature = "testkit")]
 mod crash;
+#[cfg(feature = "testkit")]
 mod faulty;
 mod fs;
+#[cfg(feature = "testkit")]
 mod mem;
 
 use std::fmt;
@@ -17,9 +21,12 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+#[cfg(feature = "testkit")]
 pub use crash::{CrashImage, CrashMode, CrashOp, CrashState, CrashStorage, SECTOR_BYTES};
+#[cfg(feature = "testkit")]
 pub use faulty::{FaultKind, FaultyStorage};
 pub use fs::FsStorage;
+#[cfg(feature = "testkit")]
 pub use mem::MemStorage;
 
 /// A directory tree of files. Paths are those the log builds under its directory.

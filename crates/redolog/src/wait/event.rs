@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use parking_lot_core::{FilterOp, ParkResult, ParkToken, UnparkToken, DEFAULT_UNPARK_TOKEN};
 
-use crate::format::BLOCK_BYTES;
+use crate::geometry::BLOCK_BYTES;
 use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::sync::ParkingLot;
 
