@@ -44,6 +44,17 @@ struct Oracle {
 }
 
 impl Oracle {
+    /// Appends `records` as one group, waits for `durability`, and records
+    /// both; returns the group's end.
+    fn commit(&mut self, log: &Log, storage: &CrashStorage, records: Vec<Vec<u8>>, durability: Durability) -> Lsn {
+        let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+        let end = log.append_group(&slices).expect("append");
+        self.appended.push((end, records));
+        log.wait(end, durability).expect("wait");
+        self.acks.push((storage.op_count(), end, durability));
+        end
+    }
+
     /// The largest end LSN acknowledged with at least `durability` within the
     /// first `ops` operations.
     fn acked(&self, ops: usize, covered: &[Durability]) -> Lsn {
@@ -128,13 +139,8 @@ fn group_records(index: usize) -> Vec<Vec<u8>> {
 /// is durable every 8 groups (the ring wraps several times).
 fn run_workload(log: &Log, storage: &CrashStorage, oracle: &mut Oracle, commits: usize) {
     for index in 0..commits {
-        let records = group_records(index);
-        let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
-        let end = log.append_group(&slices).expect("append");
-        oracle.appended.push((end, records));
         let durability = [Durability::Synced, Durability::Written, Durability::Buffered][index % 3];
-        log.wait(end, durability).expect("wait");
-        oracle.acks.push((storage.op_count(), end, durability));
+        oracle.commit(log, storage, group_records(index), durability);
         if index % 8 == 7 {
             let lsn = log.durable_lsn();
             log.checkpoint(lsn).expect("checkpoint");
@@ -181,12 +187,8 @@ fn checkpoints_ahead_of_the_durable_log_leave_a_log_that_opens() {
         } else {
             group_records(index)
         };
-        let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
-        let end = log.append_group(&slices).expect("append");
-        oracle.appended.push((end, records));
         let durability = [Durability::Buffered, Durability::Written, Durability::Synced][index % 3];
-        log.wait(end, durability).expect("wait");
-        oracle.acks.push((storage.op_count(), end, durability));
+        let end = oracle.commit(&log, &storage, records, durability);
         let lsn = match index % 3 {
             0 => end,                          // ahead of the durable log (Buffered)
             1 => oracle.appended[index - 1].0, // the previous group's end

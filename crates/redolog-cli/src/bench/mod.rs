@@ -11,6 +11,7 @@ mod machine;
 mod peers;
 mod plot;
 mod quota;
+mod registry;
 mod report;
 mod runner;
 mod scenario;
@@ -26,11 +27,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use redolog::Durability;
 
 pub use device::Device;
+use registry::SystemKind;
 use report::{Measurement, Report};
 use runner::{run_point, Workload};
 use scenario::Scenario;
 pub use systems::BoxError;
-use systems::{System, SystemKind};
+use systems::System;
 
 /// The durability each commit waits for (innodb_flush_log_at_trx_commit).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -73,8 +75,8 @@ pub struct BenchOptions {
     /// Durability each commit waits for.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Synced)]
     pub durability: DurabilityArg,
-    /// Seconds per point.
-    #[arg(long, default_value_t = 2.0)]
+    /// Seconds per point (sysbench's `--time`; `--seconds` is an alias).
+    #[arg(long = "time", alias = "seconds", default_value_t = 2.0)]
     pub seconds: f64,
     /// Rounds of interleaved points (the table reports medians).
     #[arg(long, default_value_t = 3)]
@@ -82,7 +84,7 @@ pub struct BenchOptions {
     /// Systems to compare: redolog (alias auto: Pipeline::Auto, the default),
     /// group and dedicated (redolog with that fixed pipeline), and the baselines
     /// mutex and raw. `--pipeline group,dedicated,auto,mutex` compares pipelines.
-    #[arg(long, alias = "pipeline", value_enum, value_delimiter = ',', default_value = "redolog,mutex,raw")]
+    #[arg(long, alias = "pipeline", value_parser = SystemKind::parser(), value_delimiter = ',', default_value = "redolog,mutex,raw")]
     pub systems: Vec<SystemKind>,
     /// Run under a CFS quota of this many CPUs (as in the CPU-quota spinning post), in a cgroup created
     /// for the run; falls back to an affinity mask where cgroups cannot be made.
@@ -100,9 +102,14 @@ pub struct BenchOptions {
     /// Append only, then one final wait: measures the append path alone.
     #[arg(long)]
     pub no_wait: bool,
-    /// Print one line per second per point.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub intervals: bool,
+    /// Print an interval line (tps, p95 latency) every this many seconds of a
+    /// point, as sysbench's `--report-interval`; 0 prints none.
+    #[arg(long, default_value_t = 1)]
+    pub report_interval: u64,
+    /// `--intervals false` is `--report-interval 0` (the flag of earlier
+    /// versions, kept for recorded commands).
+    #[arg(long, hide = true, action = clap::ArgAction::Set)]
+    pub intervals: Option<bool>,
     /// Print redolog's counters (INNODB_METRICS names) after each point.
     #[arg(long)]
     pub metrics: bool,
@@ -113,9 +120,11 @@ pub struct BenchOptions {
     /// this SVG file, and the same as a PNG beside it (FILE.png).
     #[arg(long)]
     pub plot: Option<PathBuf>,
-    /// Run one seed's experiment: it sets the systems, threads, durability and
-    /// CPU limit, and prints the seed's figure next to ours (docs/BENCHMARKS.md).
-    #[arg(long, value_enum)]
+    /// Reproduce one public report's experiment (MySQL bugs #95390 and #77094,
+    /// the CPU-quota and few-cores blog posts): it sets the systems, threads,
+    /// durability and CPU limit, and prints the report's figure next to ours
+    /// (docs/BENCHMARKS.md).
+    #[arg(long, value_parser = Scenario::parser())]
     pub scenario: Option<Scenario>,
 }
 
@@ -136,7 +145,7 @@ impl Contender {
             name: kind.name(),
             system: kind.open(dir)?,
             is_redolog: kind.is_redolog(),
-            one_thread_only: kind == SystemKind::Raw,
+            one_thread_only: kind.row().one_thread_only,
         })
     }
 }
@@ -232,7 +241,7 @@ fn run_rounds(options: &BenchOptions, contenders: &[Contender]) -> Result<Vec<Me
                     record_bytes: options.record_bytes,
                     durability: options.durability.durability(),
                     no_wait: options.no_wait,
-                    print_intervals: options.intervals,
+                    report_interval: if options.intervals == Some(false) { 0 } else { options.report_interval },
                 };
                 let label = format!("round {} {}", round + 1, contender.name);
                 progress.set_message(format!("{label}, {threads} threads"));

@@ -19,13 +19,50 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use okaywal::{LogVoid, WriteAheadLog};
 use raft_engine::{Config as EngineConfig, Engine, LogBatch};
 use redolog::Durability;
 use rocksdb::{Options, WriteBatch, WriteOptions, DB};
 
-use super::systems::{BoxError, System};
+use super::systems::{BoxError, Role, System, SystemRow};
+
+/// The peers' rows of the registry (`systems::registry`).
+pub const PEERS: &[SystemRow] = &[
+    SystemRow {
+        name: "rocksdb",
+        aliases: &[],
+        role: Role::Peer,
+        about: "RocksDB (system library, 7.x): a WriteBatch with one put per commit, sync per the durability",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(RocksDbSystem::open(dir, false)?)),
+    },
+    SystemRow {
+        name: "rocksdb-pipelined",
+        aliases: &[],
+        role: Role::Peer,
+        about: "RocksDB with enable_pipelined_write",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(RocksDbSystem::open(dir, true)?)),
+    },
+    SystemRow {
+        name: "raft-engine",
+        aliases: &[],
+        role: Role::Peer,
+        about: "raft-engine 0.4 (TiKV's Raft log): a LogBatch with one put per commit, sync per the durability",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(RaftEngineSystem::open(dir)?)),
+    },
+    SystemRow {
+        name: "okaywal",
+        aliases: &[],
+        role: Role::Peer,
+        about: "okaywal 0.3: one entry of one chunk per commit; every commit fdatasyncs",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(OkayWalSystem::open(dir)?)),
+    },
+];
 
 pub struct RaftEngineSystem {
     engine: Engine,

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::machine::Machine;
 use super::runner::PointResult;
-use super::systems::{BoxError, SystemKind};
+use super::systems::BoxError;
 use super::BenchOptions;
 
 /// One point of one round.
@@ -187,7 +187,7 @@ impl Report {
         // first redolog configuration in the run.
         let reference = contenders
             .iter()
-            .find(|&&(name, _)| name == SystemKind::Redolog.name())
+            .find(|&&(name, _)| name == "redolog")
             .or_else(|| contenders.iter().find(|&&(_, is_redolog)| is_redolog))
             .map(|&(name, _)| name);
         let rows = keys

@@ -24,7 +24,9 @@ pub struct Workload {
     pub durability: Durability,
     /// Append only; one final wait per thread.
     pub no_wait: bool,
-    pub print_intervals: bool,
+    /// Print an interval line every this many seconds (0: none), as sysbench's
+    /// `--report-interval`.
+    pub report_interval: u64,
 }
 
 /// What one point measured.
@@ -135,34 +137,41 @@ pub fn run_point(
         })
         .collect();
     let mut total = new_histogram();
+    let mut window = new_histogram();
     let mut second = 1;
     let mut last_commits = 0;
+    let mut last_report = 0;
     while started.elapsed() < workload.duration {
         std::thread::sleep(Duration::from_millis(100));
         system.maintain();
-        if started.elapsed() >= Duration::from_secs(second) || started.elapsed() >= workload.duration {
-            let mut window = new_histogram();
+        let ended = started.elapsed() >= workload.duration;
+        if started.elapsed() >= Duration::from_secs(second) || ended {
             for stats in &stats {
                 let taken = std::mem::replace(&mut *stats.latency_us.lock(), new_histogram());
                 let _ = window.add(&taken);
             }
-            let _ = total.add(&window);
-            let now = commits();
             progress.inc(1);
-            if workload.print_intervals {
+            let interval = workload.report_interval;
+            if interval > 0 && (second % interval == 0 || ended) && second > last_report {
+                let now = commits();
+                let seconds = (second - last_report) as f64;
                 progress.suspend(|| {
                     println!(
                         "[ {second}s ] {label} thds: {} tps: {:.2} lat (ms,95%): {:.3}",
                         workload.threads,
-                        (now - last_commits) as f64,
+                        (now - last_commits) as f64 / seconds,
                         window.value_at_quantile(0.95) as f64 / 1000.0
                     )
                 });
+                last_commits = now;
+                last_report = second;
+                let _ = total.add(&window);
+                window = new_histogram();
             }
-            last_commits = now;
             second += 1;
         }
     }
+    let _ = total.add(&window);
     stop.store(true, Ordering::Relaxed);
     for thread in threads {
         thread.join().map_err(|_| "a benchmark thread panicked")??;

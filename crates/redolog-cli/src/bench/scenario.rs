@@ -9,131 +9,196 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use clap::ValueEnum;
 use redolog::{Config, Pipeline};
 
+use super::registry::SystemKind;
 use super::report::{median, paired_ratio, Measurement};
-use super::systems::{BoxError, RedologSystem, SystemKind};
+use super::systems::{BoxError, RedologSystem};
 use super::{BenchOptions, Contender, DurabilityArg};
 
-/// A seed's experiment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Scenario {
-    /// MySQL bug #95390: the smallest ring and link buffer, 64
-    /// threads; waits for space must be woken, not polled.
-    #[value(name = "seed-wakeup")]
-    Wakeup,
-    /// The CPU-quota spinning post (spinning in a container): 64 threads under a 1-CPU CFS quota;
-    /// CPU spent spinning and throughput per pipeline.
-    #[value(name = "seed-cpu-quota")]
-    CpuQuota,
-    /// The few-cores post (log threads starved on few cores): 128 threads on this
-    /// machine's cores; dedicated versus group commit versus auto, with the log
-    /// threads at nice -10 and pinned.
-    #[value(name = "seed-few-cores")]
-    FewCores,
-    /// MySQL bug #77094: written durability, 16 to 256 threads;
-    /// append never waits for an in-flight write, against the mutex design.
-    #[value(name = "seed-double-buffer")]
-    DoubleBuffer,
+/// One row of the scenario table. A new experiment is one row (and, if it
+/// needs them, its redolog variants and story line).
+pub struct ScenarioRow {
+    /// The `--scenario` value.
+    pub name: &'static str,
+    /// The public report, and the figure it gives: printed next to ours.
+    pub report: &'static str,
+    /// What the experiment runs, for `--help`.
+    pub about: &'static str,
+    /// Thread counts, durability and CPU quota the report measured at.
+    threads: &'static [usize],
+    durability: DurabilityArg,
+    cpu_quota: Option<f64>,
+    /// Registry systems to run, then redolog variants of its own.
+    systems: &'static [&'static str],
+    variants: fn() -> Vec<(&'static str, Config)>,
+    /// The system the ratios divide by.
+    reference: &'static str,
+    /// Our figures that tell the story, for one system at one thread count.
+    story: fn(&Stats<'_>) -> String,
+}
+
+/// The experiments of the public reports redolog answers.
+pub const SCENARIOS: &[ScenarioRow] = &[
+    ScenarioRow {
+        name: "seed-wakeup",
+        report: "MySQL bug #95390: 8.0.16's log_closer, woken only by its timeout while user threads waited for \
+                 recent_closed space, halved throughput (25k TPS; 49k once woken)",
+        about: "the smallest ring and link buffer, 64 threads: waits for space must be woken, not polled",
+        threads: &[64],
+        durability: DurabilityArg::Synced,
+        cpu_quota: None,
+        systems: &["redolog"],
+        variants: || vec![("redolog-tiny", Config { buffer_bytes: Config::BUFFER_BYTES_MIN, ..Config::default() })],
+        reference: "redolog",
+        story: |stats| {
+            format!(
+                "space waits per commit {:.3} (ring {:.3}, link buffer {:.3}), wait loops per commit {:.3} and per \
+                 wait {:.2}, lost wake-ups {}",
+                stats.per_commit(&["log_on_buffer_space_waits", "log_on_recent_written_waits"]),
+                stats.per_commit(&["log_on_buffer_space_waits"]),
+                stats.per_commit(&["log_on_recent_written_waits"]),
+                stats.per_commit(&["log_on_buffer_space_wait_loops", "log_on_recent_written_wait_loops"]),
+                stats.loops_per_wait(&["log_on_buffer_space_", "log_on_recent_written_"]),
+                stats.sum(&["log_on_buffer_space_timeouts_with_work", "log_on_recent_written_timeouts_with_work"]),
+            )
+        },
+    },
+    ScenarioRow {
+        name: "seed-cpu-quota",
+        report: "Spinning in the Cloud (blog): MySQL 8.0's adaptive spinning read the affinity mask, not the CFS \
+                 quota: 21 % of the container's CPU went to spinning; quota-aware spinning gave +35 % TPS (3.5k -> 4.7k)",
+        about: "64 threads under a 1-CPU CFS quota: CPU spent spinning and throughput per pipeline",
+        threads: &[64],
+        durability: DurabilityArg::Synced,
+        cpu_quota: Some(1.0),
+        systems: &["group", "dedicated", "redolog"],
+        variants: Vec::new,
+        reference: "group",
+        story: |stats| {
+            format!(
+                "spinning {:.1} % of CPU, {:.1} µs CPU per commit, pipeline {}",
+                stats.spin_pct, stats.cpu_us_per_commit, stats.pipeline
+            )
+        },
+    },
+    ScenarioRow {
+        name: "seed-few-cores",
+        report: "MySQL 8.0 redo log write performance analysis (blog): on 8 cores, 8.0's log threads starved behind \
+                 the user threads: 64.7k QPS against 5.6's 140k; isolating the log threads gave 91.8k",
+        about: "128 threads on this machine's cores: dedicated versus group commit versus auto, with the log threads \
+                at nice -10 and pinned",
+        threads: &[128],
+        durability: DurabilityArg::Synced,
+        cpu_quota: None,
+        systems: &["group", "dedicated", "redolog"],
+        variants: || {
+            let dedicated = Config { pipeline: Pipeline::Dedicated, ..Config::default() };
+            // The last CPU: the log threads share it with committers, but
+            // never wait for a core behind each other's migrations.
+            let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+            vec![
+                ("dedicated-nice", Config { log_thread_nice: Some(-10), ..dedicated.clone() }),
+                ("dedicated-pinned", Config { log_thread_cpus: vec![last], ..dedicated }),
+            ]
+        },
+        reference: "group",
+        story: |stats| {
+            format!(
+                "{:.1} µs CPU per commit, {:.1} records per fsync, pipeline {}",
+                stats.cpu_us_per_commit, stats.records_per_fsync, stats.pipeline
+            )
+        },
+    },
+    ScenarioRow {
+        name: "seed-double-buffer",
+        report: "MySQL bug #77094: one mutex for appending and writing serialised them in 5.7.7; a second buffer let \
+                 them overlap: +10-20 % at 32-256 threads",
+        about: "written durability, 16 to 256 threads: append never waits for an in-flight write, against the mutex \
+                design",
+        threads: &[16, 64, 256],
+        durability: DurabilityArg::Written,
+        cpu_quota: None,
+        systems: &["redolog", "mutex"],
+        variants: Vec::new,
+        reference: "mutex",
+        story: |stats| {
+            format!(
+                "appends that waited for ring space per commit {:.4}, write waits per commit {:.3}",
+                stats.per_commit(&["log_on_buffer_space_waits"]),
+                stats.per_commit(&["log_on_write_waits"]),
+            )
+        },
+    },
+];
+
+/// A scenario named on the command line: a row of the table.
+#[derive(Clone, Copy)]
+pub struct Scenario(&'static ScenarioRow);
+
+impl std::fmt::Debug for Scenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Scenario {
+    /// The row named `name`.
+    pub fn named(name: &str) -> Option<Scenario> {
+        SCENARIOS.iter().find(|row| row.name == name).map(Scenario)
+    }
+
+    /// The clap parser of `--scenario`: the table's names, with their help.
+    pub fn parser() -> impl clap::builder::TypedValueParser<Value = Scenario> {
+        use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+        PossibleValuesParser::new(SCENARIOS.iter().map(|row| PossibleValue::new(row.name).help(row.about)))
+            .map(|name| Scenario::named(&name).unwrap_or_else(|| unreachable!("clap accepted only table names")))
+    }
+
     pub fn name(self) -> &'static str {
-        match self {
-            Scenario::Wakeup => "seed-wakeup",
-            Scenario::CpuQuota => "seed-cpu-quota",
-            Scenario::FewCores => "seed-few-cores",
-            Scenario::DoubleBuffer => "seed-double-buffer",
-        }
+        self.0.name
     }
 
-    /// The seed's setting and figure.
+    /// The public report's figure.
     pub fn seed_story(self) -> &'static str {
-        match self {
-            Scenario::Wakeup => {
-                "MySQL bug #95390: 8.0.16's log_closer, woken only by its timeout while user threads waited for \
-                 recent_closed space, halved throughput (25k TPS; 49k once woken)"
-            }
-            Scenario::CpuQuota => {
-                "Spinning in the Cloud (blog): MySQL 8.0's adaptive spinning read the affinity mask, not the CFS quota: 21 % of the \
-                 container's CPU went to spinning; quota-aware spinning gave +35 % TPS (3.5k -> 4.7k)"
-            }
-            Scenario::FewCores => {
-                "MySQL 8.0 redo log write performance analysis (blog): on 8 cores, 8.0's log threads starved behind the user threads: 64.7k QPS against \
-                 5.6's 140k; isolating the log threads gave 91.8k"
-            }
-            Scenario::DoubleBuffer => {
-                "MySQL bug #77094: one mutex for appending and writing serialised them in 5.7.7; a second buffer let \
-                 them overlap: +10-20 % at 32-256 threads"
-            }
-        }
+        self.0.report
     }
 
-    /// `base` with the scenario's systems, threads, durability and CPU limit;
-    /// the device, time, rounds and outputs stay as given.
+    /// `base` with the scenario's threads, durability and CPU limit; the
+    /// device, time, rounds and outputs stay as given.
     pub fn options(self, base: &BenchOptions) -> BenchOptions {
         let mut options = base.clone();
-        options.durability = DurabilityArg::Synced;
-        options.cpu_quota = None;
+        options.threads = self.0.threads.to_vec();
+        options.durability = self.0.durability;
+        options.cpu_quota = self.0.cpu_quota;
         options.no_wait = false;
-        match self {
-            Scenario::Wakeup => options.threads = vec![64],
-            Scenario::CpuQuota => {
-                options.threads = vec![64];
-                options.cpu_quota = Some(1.0);
-            }
-            Scenario::FewCores => options.threads = vec![128],
-            Scenario::DoubleBuffer => {
-                options.threads = vec![16, 64, 256];
-                options.durability = DurabilityArg::Written;
-            }
-        }
         options
     }
 
     /// The systems the scenario compares, opened under `dir`.
     pub fn contenders(self, dir: &Path) -> Result<Vec<Contender>, BoxError> {
-        let kinds: &[SystemKind] = match self {
-            Scenario::Wakeup => &[SystemKind::Redolog],
-            Scenario::CpuQuota | Scenario::FewCores => &[SystemKind::Group, SystemKind::Dedicated, SystemKind::Redolog],
-            Scenario::DoubleBuffer => &[SystemKind::Redolog, SystemKind::Mutex],
-        };
-        let mut contenders = kinds.iter().map(|&kind| Contender::open(kind, dir)).collect::<Result<Vec<_>, _>>()?;
-        let redolog = |name: &'static str, config: Config| -> Result<Contender, BoxError> {
-            Ok(Contender {
+        let mut contenders = Vec::new();
+        for name in self.0.systems {
+            let kind = SystemKind::named(name).ok_or_else(|| format!("scenario {}: no system {name}", self.name()))?;
+            contenders.push(Contender::open(kind, dir)?);
+        }
+        for (name, config) in (self.0.variants)() {
+            contenders.push(Contender {
                 name,
                 system: Arc::new(RedologSystem::open_with(&dir.join(name), config)?),
                 is_redolog: true,
                 one_thread_only: false,
-            })
-        };
-        match self {
-            Scenario::Wakeup => contenders
-                .push(redolog("redolog-tiny", Config { buffer_bytes: Config::BUFFER_BYTES_MIN, ..Config::default() })?),
-            Scenario::FewCores => {
-                let dedicated = Config { pipeline: Pipeline::Dedicated, ..Config::default() };
-                contenders.push(redolog("dedicated-nice", Config { log_thread_nice: Some(-10), ..dedicated.clone() })?);
-                // The last CPU: the log threads share it with committers, but
-                // never wait for a core behind each other's migrations.
-                let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
-                contenders.push(redolog("dedicated-pinned", Config { log_thread_cpus: vec![last], ..dedicated })?);
-            }
-            Scenario::CpuQuota | Scenario::DoubleBuffer => {}
+            });
         }
         Ok(contenders)
     }
 
-    /// Prints our figures beside the seed's.
+    /// Prints our figures beside the report's.
     pub fn print_story(self, measurements: &[Measurement]) {
         println!();
         println!("scenario {}", self.name());
         println!("  {}", self.seed_story());
-        let reference = match self {
-            Scenario::Wakeup => "redolog",
-            Scenario::CpuQuota | Scenario::FewCores => "group",
-            Scenario::DoubleBuffer => "mutex",
-        };
+        let reference = self.0.reference;
         let mut systems: Vec<&'static str> = Vec::new();
         for m in measurements {
             if !systems.contains(&m.system) {
@@ -150,37 +215,10 @@ impl Scenario {
                 let ratio = paired_ratio(measurements, system, reference, threads)
                     .filter(|_| system != reference)
                     .map_or(String::new(), |ratio| format!(", {ratio:.2}× {reference}"));
-                let story = match self {
-                    Scenario::Wakeup => format!(
-                        "space waits per commit {:.3} (ring {:.3}, link buffer {:.3}), wait loops per commit {:.3} \
-                         and per wait {:.2}, lost wake-ups {}",
-                        stats.per_commit(&["log_on_buffer_space_waits", "log_on_recent_written_waits"]),
-                        stats.per_commit(&["log_on_buffer_space_waits"]),
-                        stats.per_commit(&["log_on_recent_written_waits"]),
-                        stats.per_commit(&["log_on_buffer_space_wait_loops", "log_on_recent_written_wait_loops"]),
-                        stats.loops_per_wait(&["log_on_buffer_space_", "log_on_recent_written_"]),
-                        stats.sum(&[
-                            "log_on_buffer_space_timeouts_with_work",
-                            "log_on_recent_written_timeouts_with_work"
-                        ]),
-                    ),
-                    Scenario::CpuQuota => format!(
-                        "spinning {:.1} % of CPU, {:.1} µs CPU per commit, pipeline {}",
-                        stats.spin_pct, stats.cpu_us_per_commit, stats.pipeline
-                    ),
-                    Scenario::FewCores => format!(
-                        "{:.1} µs CPU per commit, {:.1} records per fsync, pipeline {}",
-                        stats.cpu_us_per_commit, stats.records_per_fsync, stats.pipeline
-                    ),
-                    Scenario::DoubleBuffer => format!(
-                        "appends that waited for ring space per commit {:.4}, write waits per commit {:.3}",
-                        stats.per_commit(&["log_on_buffer_space_waits"]),
-                        stats.per_commit(&["log_on_write_waits"]),
-                    ),
-                };
                 println!(
-                    "  {system:<17} {threads:>4} threads: {:>9.0} commits/s{ratio}; {story}",
-                    stats.commits_per_sec
+                    "  {system:<17} {threads:>4} threads: {:>9.0} commits/s{ratio}; {}",
+                    stats.commits_per_sec,
+                    (self.0.story)(&stats)
                 );
             }
         }
@@ -188,7 +226,7 @@ impl Scenario {
 }
 
 /// One system at one thread count, over the rounds.
-struct Stats<'a> {
+pub struct Stats<'a> {
     points: Vec<&'a Measurement>,
     commits_per_sec: f64,
     spin_pct: f64,
@@ -251,20 +289,26 @@ mod tests {
         let base =
             Cli::parse_from(["bench", "--device", "tmpfs", "--seconds", "5", "--rounds", "4", "--no-wait"]).options;
         let expect = [
-            (Scenario::Wakeup, vec![64], DurabilityArg::Synced, None),
-            (Scenario::CpuQuota, vec![64], DurabilityArg::Synced, Some(1.0)),
-            (Scenario::FewCores, vec![128], DurabilityArg::Synced, None),
-            (Scenario::DoubleBuffer, vec![16, 64, 256], DurabilityArg::Written, None),
+            ("seed-wakeup", vec![64], DurabilityArg::Synced, None),
+            ("seed-cpu-quota", vec![64], DurabilityArg::Synced, Some(1.0)),
+            ("seed-few-cores", vec![128], DurabilityArg::Synced, None),
+            ("seed-double-buffer", vec![16, 64, 256], DurabilityArg::Written, None),
         ];
-        for (scenario, threads, durability, quota) in expect {
+        assert_eq!(SCENARIOS.len(), expect.len(), "every scenario is checked");
+        for (name, threads, durability, quota) in expect {
+            let scenario = Scenario::named(name).expect("a row of the table");
             let options = scenario.options(&base);
-            assert_eq!(options.threads, threads, "{}", scenario.name());
-            assert_eq!(options.durability, durability, "{}", scenario.name());
-            assert_eq!(options.cpu_quota, quota, "{}", scenario.name());
-            assert!(!options.no_wait, "{}: every scenario waits for its commits", scenario.name());
-            assert_eq!((options.seconds, options.rounds), (5.0, 4), "{}", scenario.name());
+            assert_eq!(options.threads, threads, "{name}");
+            assert_eq!(options.durability, durability, "{name}");
+            assert_eq!(options.cpu_quota, quota, "{name}");
+            assert!(!options.no_wait, "{name}: every scenario waits for its commits");
+            assert_eq!((options.seconds, options.rounds), (5.0, 4), "{name}");
             assert_eq!(options.device, base.device);
-            assert_eq!(Scenario::from_str(scenario.name(), false), Ok(scenario), "the CLI name");
+            let parsed = Cli::parse_from(["bench", "--scenario", name]).options.scenario.expect("parsed");
+            assert_eq!(parsed.name(), name, "the CLI name");
+            for system in scenario.0.systems.iter().chain([&scenario.0.reference]) {
+                assert!(SystemKind::named(system).is_some() || system.starts_with("redolog"), "{name}: {system}");
+            }
         }
     }
 }

@@ -1,4 +1,7 @@
-//! The systems a benchmark compares: redolog and the same-run baselines.
+//! The systems a benchmark compares: redolog and the same-run baselines, as a
+//! registry of rows (`SystemRow`: name, role, help, how to open it); the real
+//! peers add theirs in `peers.rs`. A new system is one row and the file that
+//! implements `System` for it.
 //!
 //! - `raw`: one thread, pwrite + fdatasync per record, no buffer: the device's
 //!   floor for a durable commit, and the bar for redolog at one thread.
@@ -6,7 +9,7 @@
 //!   state, leader/follower with one condition variable broadcast — what a
 //!   careful first implementation looks like (and MySQL 5.6's log_sys->mutex).
 //!   It uses `std::sync`, whose `notify_all` wakes every waiter like glibc's
-//!   `pthread_cond_broadcast`: the design the issue measured in C. (parking_lot's
+//!   `pthread_cond_broadcast`: the design MySQL bug #77094 describes. (parking_lot's
 //!   condvar requeues waiters onto the mutex instead; that variant is faster,
 //!   see docs/BENCHMARKS.md.)
 
@@ -45,83 +48,76 @@ pub trait System: Send + Sync {
     }
 }
 
-/// Which system, by name on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SystemKind {
-    /// redolog as a user gets it: `Pipeline::Auto`.
-    #[value(alias = "auto")]
+/// What a system is to the report: the ratio column divides by redolog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// redolog, under some pipeline or configuration.
     Redolog,
-    /// redolog with `Pipeline::GroupCommit`.
-    Group,
-    /// redolog with `Pipeline::Dedicated`.
-    Dedicated,
-    Mutex,
-    Raw,
-    /// RocksDB (system library, 7.x): a WriteBatch with one put per commit,
-    /// `sync` per the durability (cargo feature `peers`).
-    #[cfg(feature = "peers")]
-    #[value(name = "rocksdb")]
-    RocksDb,
-    /// RocksDB with `enable_pipelined_write` (cargo feature `peers`).
-    #[cfg(feature = "peers")]
-    #[value(name = "rocksdb-pipelined")]
-    RocksDbPipelined,
-    /// raft-engine 0.4 (TiKV's Raft log): a LogBatch with one put per commit,
-    /// written with `sync` per the durability (cargo feature `peers`).
-    #[cfg(feature = "peers")]
-    RaftEngine,
-    /// okaywal 0.3: one entry of one chunk per commit; every commit fdatasyncs
-    /// (cargo feature `peers`).
-    #[cfg(feature = "peers")]
-    #[value(name = "okaywal")]
-    OkayWal,
+    /// A baseline written here (`mutex`, `raw`).
+    Baseline,
+    /// A real log a user would pick instead (cargo feature `peers`).
+    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
+    Peer,
 }
 
-impl SystemKind {
-    /// Whether this is redolog (under some pipeline) rather than a baseline.
-    pub fn is_redolog(self) -> bool {
-        matches!(self, SystemKind::Redolog | SystemKind::Group | SystemKind::Dedicated)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SystemKind::Redolog => "redolog",
-            SystemKind::Group => "group",
-            SystemKind::Dedicated => "dedicated",
-            SystemKind::Mutex => "mutex",
-            SystemKind::Raw => "raw",
-            #[cfg(feature = "peers")]
-            SystemKind::RocksDb => "rocksdb",
-            #[cfg(feature = "peers")]
-            SystemKind::RocksDbPipelined => "rocksdb-pipelined",
-            #[cfg(feature = "peers")]
-            SystemKind::RaftEngine => "raft-engine",
-            #[cfg(feature = "peers")]
-            SystemKind::OkayWal => "okaywal",
-        }
-    }
-
-    pub fn open(self, dir: &Path) -> Result<Arc<dyn System>, BoxError> {
-        let dir = dir.join(self.name());
-        std::fs::create_dir_all(&dir)?;
-        Ok(match self {
-            SystemKind::Redolog => Arc::new(RedologSystem::open(&dir, Pipeline::Auto)?),
-            SystemKind::Group => Arc::new(RedologSystem::open(&dir, Pipeline::GroupCommit)?),
-            SystemKind::Dedicated => Arc::new(RedologSystem::open(&dir, Pipeline::Dedicated)?),
-            SystemKind::Mutex => Arc::new(MutexLog::open(&dir)?),
-            SystemKind::Raw => Arc::new(RawLog::open(&dir)?),
-            #[cfg(feature = "peers")]
-            SystemKind::RocksDb => Arc::new(super::peers::RocksDbSystem::open(&dir, false)?),
-            #[cfg(feature = "peers")]
-            SystemKind::RocksDbPipelined => Arc::new(super::peers::RocksDbSystem::open(&dir, true)?),
-            #[cfg(feature = "peers")]
-            SystemKind::RaftEngine => Arc::new(super::peers::RaftEngineSystem::open(&dir)?),
-            #[cfg(feature = "peers")]
-            SystemKind::OkayWal => Arc::new(super::peers::OkayWalSystem::open(&dir)?),
-        })
-    }
+/// One row of the registry: a system `--systems` can name. A new peer is one
+/// row here (or in `peers.rs`) and the file that implements `System` for it.
+pub struct SystemRow {
+    pub name: &'static str,
+    /// Other names `--systems` accepts.
+    pub aliases: &'static [&'static str],
+    pub role: Role,
+    /// What it is, for `--help`.
+    pub about: &'static str,
+    /// Runs at one thread only (`raw`: the device's floor).
+    pub one_thread_only: bool,
+    /// Opens the system in a directory of its own.
+    pub open: fn(&Path) -> Result<Arc<dyn System>, BoxError>,
 }
+
+/// The systems built into every build.
+pub const SYSTEMS: &[SystemRow] = &[
+    SystemRow {
+        name: "redolog",
+        aliases: &["auto"],
+        role: Role::Redolog,
+        about: "redolog as a user gets it: Pipeline::Auto",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(RedologSystem::open(dir, Pipeline::Auto)?)),
+    },
+    SystemRow {
+        name: "group",
+        aliases: &[],
+        role: Role::Redolog,
+        about: "redolog with Pipeline::GroupCommit",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(RedologSystem::open(dir, Pipeline::GroupCommit)?)),
+    },
+    SystemRow {
+        name: "dedicated",
+        aliases: &[],
+        role: Role::Redolog,
+        about: "redolog with Pipeline::Dedicated",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(RedologSystem::open(dir, Pipeline::Dedicated)?)),
+    },
+    SystemRow {
+        name: "mutex",
+        aliases: &[],
+        role: Role::Baseline,
+        about: "one mutex around append + write + fdatasync, leader/follower with one condvar",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(MutexLog::open(dir)?)),
+    },
+    SystemRow {
+        name: "raw",
+        aliases: &[],
+        role: Role::Baseline,
+        about: "one thread, write + fdatasync per record: the device's floor",
+        one_thread_only: true,
+        open: |dir| Ok(Arc::new(RawLog::open(dir)?)),
+    },
+];
 
 pub struct RedologSystem {
     log: Log,
