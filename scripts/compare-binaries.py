@@ -28,7 +28,7 @@ def run(binary, args, threads, out):
         binary, "bench", "--systems", "redolog", "--device", args.device, "--threads", threads,
         "--rounds", "1", "--seconds", str(args.seconds), "--durability", args.durability,
         "--intervals", "false", "--json", out,
-    ]
+    ] + (["--no-wait"] if args.no_wait else [])
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(out) as f:
         points = json.load(f)["points"]
@@ -44,6 +44,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2)
     parser.add_argument("--durability", default="synced")
+    parser.add_argument("--no-wait", action="store_true", help="append only: the append path alone")
     args = parser.parse_args()
     ratios, olds, news = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -60,8 +61,8 @@ def main():
                 olds.setdefault(threads, []).append(old)
                 news.setdefault(threads, []).append(new)
             print(f"round {round_no + 1}/{args.rounds} done", file=sys.stderr, flush=True)
-    print(f"device {args.device}, durability {args.durability}, {args.rounds} rounds of {args.seconds} s, "
-          "order alternating")
+    mode = "append only (--no-wait)" if args.no_wait else f"durability {args.durability}"
+    print(f"device {args.device}, {mode}, {args.rounds} rounds of {args.seconds} s, order alternating")
     print("| threads | old commits/s (median) | new commits/s (median) | new ÷ old, median of paired rounds | min..max |")
     print("|---:|---:|---:|---:|---|")
     for threads in sorted(ratios):

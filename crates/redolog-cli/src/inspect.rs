@@ -32,7 +32,21 @@ fn describe_slot(slot: Option<CheckpointInfo>) -> String {
     }
 }
 
+/// The line that says a live process holds the log, if one does.
+fn in_use(inspection: &Inspection) -> Option<String> {
+    inspection.in_use.then(|| {
+        let holder = inspection.holder_pid.map_or("another process".to_string(), |pid| format!("process {pid}"));
+        format!(
+            "in use by {holder}: this is a snapshot of a log being written; its end may already have moved \
+             (nothing was locked or changed)"
+        )
+    })
+}
+
 fn print_header(out: &mut impl Write, inspection: &Inspection) -> std::io::Result<()> {
+    if let Some(line) = in_use(inspection) {
+        writeln!(out, "{line}")?;
+    }
     writeln!(
         out,
         "log {:032x}, format {}, {} files × {} bytes, ring of {} blocks, first LSN {}",
@@ -102,6 +116,7 @@ pub fn dump(dir: &Path, records: bool) -> Result<(), BoxError> {
 /// Checks every block and group; returns the summary line, or the first error.
 pub fn verify(dir: &Path) -> Result<String, BoxError> {
     let inspection = inspect(dir)?;
+    let note = in_use(&inspection).map_or(String::new(), |line| format!("\n{line}"));
     let end = inspection.end;
     let (start, end_lsn) = (inspection.start_lsn, inspection.end_lsn);
     let mut groups = 0u64;
@@ -109,5 +124,5 @@ pub fn verify(dir: &Path) -> Result<String, BoxError> {
         group?;
         groups += 1;
     }
-    Ok(format!("{}: sound. {groups} groups in LSN {start}..{end_lsn}; {}", dir.display(), describe_end(end)))
+    Ok(format!("{}: sound. {groups} groups in LSN {start}..{end_lsn}; {}{note}", dir.display(), describe_end(end)))
 }

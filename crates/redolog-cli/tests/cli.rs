@@ -48,6 +48,27 @@ fn verify_accepts_a_sound_log() {
     assert!(text(&output.stdout).contains("3 groups"), "{}", text(&output.stdout));
 }
 
+/// The read-only tools on a log this process is writing: they say it is in
+/// use, by whom, and leave it to its owner (INV-19).
+#[test]
+fn verify_and_dump_of_a_live_log_say_it_is_in_use() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    let (log, _) = Log::open(dir.path(), config).expect("create");
+    log.commit(b"live", Durability::Synced).expect("commit");
+    let path = dir.path().to_str().expect("utf-8 path");
+    let holder = format!("in use by process {}", std::process::id());
+    for command in ["verify", "dump"] {
+        let output = redolog(&[command, path]);
+        assert!(output.status.success(), "{command}: {}", text(&output.stderr));
+        assert!(text(&output.stdout).contains(&holder), "{command}: {}", text(&output.stdout));
+    }
+    log.commit(b"still the owner", Durability::Synced).expect("the tools took no lock");
+    log.close().expect("close");
+    let output = redolog(&["verify", path]);
+    assert!(!text(&output.stdout).contains("in use"), "{}", text(&output.stdout));
+}
+
 #[test]
 fn verify_names_file_offset_and_lsn_of_damage() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -133,15 +133,16 @@ impl Appender {
         (previous & SN_CLOSED == 0).then(|| Sn(previous).to_lsn())
     }
 
-    /// Appends one group; returns its end LSN. Never waits for durability,
-    /// only for ring space (through the write stage) or link-buffer space.
+    /// Appends one group; returns its start and end LSNs. Never waits for
+    /// durability, only for ring space (through the write stage) or
+    /// link-buffer space. The caller closes the group (`closed.rs`).
     pub(crate) fn append_group<W, P: Port<Writer = W>>(
         &self,
         records: &[&[u8]],
         stages: &Stages<W>,
         port: &P,
         metrics: &MetricsRecorder,
-    ) -> Result<Lsn> {
+    ) -> Result<(Lsn, Lsn)> {
         let bytes = self.check_group_size(records)?;
         stages.check()?;
         // INV-1: one fetch_add reserves the range. SeqCst: the link buffer's head
@@ -168,7 +169,7 @@ impl Appender {
             0 => metrics.empty_groups.add(1),
             count => metrics.records_beyond_one.add(count as u64 - 1),
         }
-        Ok(end)
+        Ok((Sn(start_sn).to_lsn(), end))
     }
 
     fn check_group_size(&self, records: &[&[u8]]) -> Result<u64> {

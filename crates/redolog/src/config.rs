@@ -64,20 +64,27 @@ pub enum Pipeline {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// Total size of the log files (default 1 GiB, like `innodb_redo_log_capacity`).
+    /// Total size of the log files (default 1 GiB, like `innodb_redo_log_capacity`;
+    /// from [`Config::CAPACITY_BYTES_MIN`] (196 KiB) to
+    /// [`Config::CAPACITY_BYTES_MAX`] (128 GiB, that setting's maximum)).
     /// Fixed when the log is created; reopening uses the size found on disk. The
     /// log holds at most this much between the checkpoint and its end; appends
     /// past that wait for `checkpoint`.
     pub capacity_bytes: u64,
     /// Size of the in-memory ring appenders copy into (default 16 MiB, like
-    /// `innodb_log_buffer_size`), rounded up to a power of two. Appenders wait for
-    /// the writer when the ring holds this much unwritten log.
+    /// `innodb_log_buffer_size`; a multiple of 512 from
+    /// [`Config::BUFFER_BYTES_MIN`] (4 KiB) to [`Config::BUFFER_BYTES_MAX`]
+    /// (4 GiB, that setting's maximum)), rounded up to a power of two.
+    /// Appenders wait for the writer when the ring holds this much unwritten log.
     pub buffer_bytes: usize,
-    /// Largest group `append_group` accepts (default 64 MiB); larger ones get
+    /// Largest group `append_group` accepts (default 64 MiB; from 1 to
+    /// [`Config::GROUP_BYTES_MAX`], the format's 32-bit length); larger ones get
     /// `Error::GroupTooLarge`. Groups larger than the ring are copied in pieces.
     pub group_bytes_max: u64,
     /// Longest time a `Durability::Buffered` group stays unsynced (default 1 s,
-    /// like `innodb_flush_log_at_timeout`).
+    /// like `innodb_flush_log_at_timeout`; from
+    /// [`Config::FLUSH_INTERVAL_MIN`] (1 ms) to [`Config::FLUSH_INTERVAL_MAX`]
+    /// (1 day)).
     pub flush_interval: Duration,
     /// Who writes and syncs (default `Auto`).
     pub pipeline: Pipeline,
@@ -85,12 +92,27 @@ pub struct Config {
     /// decides). As the blog post "MySQL 8.0 redo log write performance analysis"
     /// found, on a busy machine pinning the log threads away from
     /// the committing threads keeps them from being starved. If the system
-    /// refuses, a warning is logged and the threads run unpinned.
+    /// refuses, a warning is logged and the threads run unpinned. Each CPU
+    /// number is below [`Config::CPU_NUMBER_LIMIT`] (the kernel's CPU set size).
     pub log_thread_cpus: Vec<usize>,
-    /// Nice value for the dedicated log threads (default: none, inherit). Lower is
-    /// more favoured; below 0 usually needs `CAP_SYS_NICE`. If the system refuses,
-    /// a warning is logged and the threads keep the inherited priority.
+    /// Nice value for the dedicated log threads (default: none, inherit; from
+    /// -20 to 19). Lower is more favoured; below 0 usually needs
+    /// `CAP_SYS_NICE`. If the system refuses, a warning is logged and the
+    /// threads keep the inherited priority.
     pub log_thread_nice: Option<i32>,
+    /// Let the owner's group read the log (default `false`): a new log's
+    /// directory is then `0750` and its files `0640` instead of `0700` and
+    /// `0600` (docs/DESIGN.md INV-20). For a backup or CDC process running as
+    /// another user of the same group. Never writable by others: opening a
+    /// log whose directory or files are group- or world-writable fails with
+    /// `Error::UnsafePermissions`.
+    pub group_readable: bool,
+    /// How far past the closed LSN a group may start (default 2 MiB, like
+    /// `innodb_log_recent_closed_size`; from [`Config::CLOSED_WINDOW_BYTES_MIN`]
+    /// (4 KiB) to [`Config::CLOSED_WINDOW_BYTES_MAX`] (1 GiB)), rounded up to a
+    /// power of two: `begin_group` waits, on an event, while its group would
+    /// start further (docs/DESIGN.md §1.13).
+    pub closed_window_bytes: u64,
 }
 
 impl Default for Config {
@@ -103,6 +125,8 @@ impl Default for Config {
             pipeline: Pipeline::Auto,
             log_thread_cpus: Vec::new(),
             log_thread_nice: None,
+            group_readable: false,
+            closed_window_bytes: 2 << 20,
         }
     }
 }
@@ -131,36 +155,89 @@ impl Config {
     /// ```
     pub const BUFFER_BYTES_MIN: usize = BUFFER_BYTES_MIN;
 
-    pub(crate) fn validate(&self) -> Result<()> {
-        if self.capacity_bytes < Self::CAPACITY_BYTES_MIN {
-            return Err(Error::InvalidConfig(format!(
-                "capacity_bytes {} is below the minimum {}",
-                self.capacity_bytes,
-                Self::CAPACITY_BYTES_MIN
-            )));
-        }
-        if self.buffer_bytes < BUFFER_BYTES_MIN || self.buffer_bytes % BLOCK_BYTES != 0 {
-            return Err(Error::InvalidConfig(format!(
-                "buffer_bytes {} must be a multiple of {BLOCK_BYTES} and at least {BUFFER_BYTES_MIN}",
-                self.buffer_bytes
-            )));
-        }
-        if self.group_bytes_max == 0 || self.group_bytes_max > u64::from(u32::MAX) {
-            return Err(Error::InvalidConfig(format!(
-                "group_bytes_max {} must be between 1 and {}",
-                self.group_bytes_max,
-                u32::MAX
-            )));
-        }
-        if self.flush_interval.is_zero() {
-            return Err(Error::InvalidConfig("flush_interval must be positive".into()));
-        }
-        if let Some(nice) = self.log_thread_nice {
-            if !(-20..=19).contains(&nice) {
-                return Err(Error::InvalidConfig(format!("log_thread_nice {nice} is outside -20..=19")));
+    /// The largest `capacity_bytes`: 128 GiB, `innodb_redo_log_capacity`'s maximum.
+    pub const CAPACITY_BYTES_MAX: u64 = 128 << 30;
+    /// The largest `buffer_bytes`: 4 GiB, `innodb_log_buffer_size`'s maximum.
+    pub const BUFFER_BYTES_MAX: usize = 4 << 30;
+    /// The largest `group_bytes_max`: the format's 32-bit group length.
+    pub const GROUP_BYTES_MAX: u64 = u32::MAX as u64;
+    /// The shortest `flush_interval`.
+    pub const FLUSH_INTERVAL_MIN: Duration = Duration::from_millis(1);
+    /// The longest `flush_interval`.
+    pub const FLUSH_INTERVAL_MAX: Duration = Duration::from_secs(24 * 3600);
+    /// CPU numbers in `log_thread_cpus` are below this (`CPU_SETSIZE`).
+    pub const CPU_NUMBER_LIMIT: usize = 1024;
+    /// The smallest `closed_window_bytes`.
+    pub const CLOSED_WINDOW_BYTES_MIN: u64 = 4 << 10;
+    /// The largest `closed_window_bytes`.
+    pub const CLOSED_WINDOW_BYTES_MAX: u64 = 1 << 30;
+
+    /// Checks every field against its range, in one place, before anything is
+    /// created or opened: the first field out of range is an
+    /// `Error::InvalidConfig` naming it, its value and what is allowed.
+    ///
+    /// ```
+    /// use redolog::{Config, Error};
+    /// let config = Config { buffer_bytes: 5000, ..Config::default() };
+    /// let Err(Error::InvalidConfig { field, value, .. }) = config.validate() else { panic!() };
+    /// assert_eq!((field, value.as_str()), ("Config::buffer_bytes", "5000"));
+    /// ```
+    pub fn validate(&self) -> Result<()> {
+        fn check(field: &'static str, ok: bool, value: String, allowed: String) -> Result<()> {
+            if ok {
+                Ok(())
+            } else {
+                Err(Error::InvalidConfig { field, value, allowed })
             }
         }
+        let (capacity, buffer, group) = (self.capacity_bytes, self.buffer_bytes, self.group_bytes_max);
+        check(
+            "Config::capacity_bytes",
+            (Self::CAPACITY_BYTES_MIN..=Self::CAPACITY_BYTES_MAX).contains(&capacity),
+            capacity.to_string(),
+            format!("{}..={}", Self::CAPACITY_BYTES_MIN, Self::CAPACITY_BYTES_MAX),
+        )?;
+        check(
+            "Config::buffer_bytes",
+            (BUFFER_BYTES_MIN..=Self::BUFFER_BYTES_MAX).contains(&buffer) && buffer % BLOCK_BYTES == 0,
+            buffer.to_string(),
+            format!("a multiple of {BLOCK_BYTES} in {BUFFER_BYTES_MIN}..={}", Self::BUFFER_BYTES_MAX),
+        )?;
+        check(
+            "Config::group_bytes_max",
+            (1..=Self::GROUP_BYTES_MAX).contains(&group),
+            group.to_string(),
+            format!("1..={}", Self::GROUP_BYTES_MAX),
+        )?;
+        check(
+            "Config::flush_interval",
+            (Self::FLUSH_INTERVAL_MIN..=Self::FLUSH_INTERVAL_MAX).contains(&self.flush_interval),
+            format!("{:?}", self.flush_interval),
+            format!("{:?}..={:?}", Self::FLUSH_INTERVAL_MIN, Self::FLUSH_INTERVAL_MAX),
+        )?;
+        if let Some(&cpu) = self.log_thread_cpus.iter().find(|&&cpu| cpu >= Self::CPU_NUMBER_LIMIT) {
+            check(
+                "Config::log_thread_cpus",
+                false,
+                cpu.to_string(),
+                format!("CPU numbers 0..{}", Self::CPU_NUMBER_LIMIT),
+            )?;
+        }
+        check(
+            "Config::closed_window_bytes",
+            (Self::CLOSED_WINDOW_BYTES_MIN..=Self::CLOSED_WINDOW_BYTES_MAX).contains(&self.closed_window_bytes),
+            self.closed_window_bytes.to_string(),
+            format!("{}..={}", Self::CLOSED_WINDOW_BYTES_MIN, Self::CLOSED_WINDOW_BYTES_MAX),
+        )?;
+        if let Some(nice) = self.log_thread_nice {
+            check("Config::log_thread_nice", (-20..=19).contains(&nice), nice.to_string(), "-20..=19".into())?;
+        }
         Ok(())
+    }
+
+    /// The closed window's real size: rounded up to a power of two.
+    pub(crate) fn closed_window(&self) -> u64 {
+        self.closed_window_bytes.next_power_of_two()
     }
 
     /// The ring's real size: `buffer_bytes` rounded up to a power of two.
@@ -189,17 +266,110 @@ mod tests {
         assert_eq!(Config::default().file_bytes(), 256 << 20);
     }
 
+    /// Every field at its edges: 0, 1, the minimum, the maximum and one past
+    /// each, accepted or refused naming the field.
     #[test]
-    fn out_of_range_values_are_rejected() {
-        let too_small = Config { capacity_bytes: 1000, ..Config::default() };
-        assert!(matches!(too_small.validate(), Err(Error::InvalidConfig(_))));
-        let odd_buffer = Config { buffer_bytes: 5000, ..Config::default() };
-        assert!(matches!(odd_buffer.validate(), Err(Error::InvalidConfig(_))));
-        let huge_group = Config { group_bytes_max: 1 << 33, ..Config::default() };
-        assert!(matches!(huge_group.validate(), Err(Error::InvalidConfig(_))));
-        let no_interval = Config { flush_interval: Duration::ZERO, ..Config::default() };
-        assert!(matches!(no_interval.validate(), Err(Error::InvalidConfig(_))));
-        let bad_nice = Config { log_thread_nice: Some(-21), ..Config::default() };
-        assert!(matches!(bad_nice.validate(), Err(Error::InvalidConfig(_))));
+    // A table, one row per edge: longer than 70 lines, and clearer whole.
+    #[allow(clippy::too_many_lines)]
+    fn every_field_is_checked_at_its_edges() {
+        let (cap_min, cap_max) = (Config::CAPACITY_BYTES_MIN, Config::CAPACITY_BYTES_MAX);
+        let (buf_min, buf_max) = (Config::BUFFER_BYTES_MIN, Config::BUFFER_BYTES_MAX);
+        let (flush_min, flush_max) = (Config::FLUSH_INTERVAL_MIN, Config::FLUSH_INTERVAL_MAX);
+        let ms = Duration::from_millis(1);
+        type Case = (&'static str, fn(&mut Config, u64), u64, bool);
+        let cases: Vec<Case> = vec![
+            ("Config::capacity_bytes", |c, v| c.capacity_bytes = v, 0, false),
+            ("Config::capacity_bytes", |c, v| c.capacity_bytes = v, 1, false),
+            ("Config::capacity_bytes", |c, v| c.capacity_bytes = v, cap_min - 1, false),
+            ("Config::capacity_bytes", |c, v| c.capacity_bytes = v, cap_min, true),
+            ("Config::capacity_bytes", |c, v| c.capacity_bytes = v, cap_max, true),
+            ("Config::capacity_bytes", |c, v| c.capacity_bytes = v, cap_max + 1, false),
+            ("Config::buffer_bytes", |c, v| c.buffer_bytes = v as usize, 0, false),
+            ("Config::buffer_bytes", |c, v| c.buffer_bytes = v as usize, 1, false),
+            ("Config::buffer_bytes", |c, v| c.buffer_bytes = v as usize, buf_min as u64 - 512, false),
+            ("Config::buffer_bytes", |c, v| c.buffer_bytes = v as usize, buf_min as u64 + 1, false),
+            ("Config::buffer_bytes", |c, v| c.buffer_bytes = v as usize, buf_min as u64, true),
+            ("Config::buffer_bytes", |c, v| c.buffer_bytes = v as usize, buf_max as u64, true),
+            ("Config::buffer_bytes", |c, v| c.buffer_bytes = v as usize, buf_max as u64 + 512, false),
+            ("Config::group_bytes_max", |c, v| c.group_bytes_max = v, 0, false),
+            ("Config::group_bytes_max", |c, v| c.group_bytes_max = v, 1, true),
+            ("Config::group_bytes_max", |c, v| c.group_bytes_max = v, Config::GROUP_BYTES_MAX, true),
+            ("Config::group_bytes_max", |c, v| c.group_bytes_max = v, Config::GROUP_BYTES_MAX + 1, false),
+            ("Config::flush_interval", |c, v| c.flush_interval = Duration::from_nanos(v), 0, false),
+            ("Config::flush_interval", |c, v| c.flush_interval = Duration::from_nanos(v), 1, false),
+            (
+                "Config::flush_interval",
+                |c, v| c.flush_interval = Duration::from_nanos(v),
+                (flush_min - Duration::from_nanos(1)).as_nanos() as u64,
+                false,
+            ),
+            (
+                "Config::flush_interval",
+                |c, v| c.flush_interval = Duration::from_nanos(v),
+                flush_min.as_nanos() as u64,
+                true,
+            ),
+            (
+                "Config::flush_interval",
+                |c, v| c.flush_interval = Duration::from_nanos(v),
+                flush_max.as_nanos() as u64,
+                true,
+            ),
+            (
+                "Config::flush_interval",
+                |c, v| c.flush_interval = Duration::from_nanos(v),
+                (flush_max + ms).as_nanos() as u64,
+                false,
+            ),
+            ("Config::log_thread_cpus", |c, v| c.log_thread_cpus = vec![v as usize], 0, true),
+            ("Config::log_thread_cpus", |c, v| c.log_thread_cpus = vec![v as usize], 1, true),
+            (
+                "Config::log_thread_cpus",
+                |c, v| c.log_thread_cpus = vec![v as usize],
+                Config::CPU_NUMBER_LIMIT as u64 - 1,
+                true,
+            ),
+            (
+                "Config::log_thread_cpus",
+                |c, v| c.log_thread_cpus = vec![v as usize],
+                Config::CPU_NUMBER_LIMIT as u64,
+                false,
+            ),
+            ("Config::closed_window_bytes", |c, v| c.closed_window_bytes = v, 0, false),
+            ("Config::closed_window_bytes", |c, v| c.closed_window_bytes = v, 1, false),
+            (
+                "Config::closed_window_bytes",
+                |c, v| c.closed_window_bytes = v,
+                Config::CLOSED_WINDOW_BYTES_MIN - 1,
+                false,
+            ),
+            ("Config::closed_window_bytes", |c, v| c.closed_window_bytes = v, Config::CLOSED_WINDOW_BYTES_MIN, true),
+            ("Config::closed_window_bytes", |c, v| c.closed_window_bytes = v, Config::CLOSED_WINDOW_BYTES_MAX, true),
+            (
+                "Config::closed_window_bytes",
+                |c, v| c.closed_window_bytes = v,
+                Config::CLOSED_WINDOW_BYTES_MAX + 1,
+                false,
+            ),
+            ("Config::log_thread_nice", |c, v| c.log_thread_nice = Some(v as i32 - 100), 80, true),
+            ("Config::log_thread_nice", |c, v| c.log_thread_nice = Some(v as i32 - 100), 79, false),
+            ("Config::log_thread_nice", |c, v| c.log_thread_nice = Some(v as i32 - 100), 119, true),
+            ("Config::log_thread_nice", |c, v| c.log_thread_nice = Some(v as i32 - 100), 120, false),
+            ("Config::log_thread_nice", |c, v| c.log_thread_nice = Some(v as i32 - 100), 100, true),
+            ("Config::log_thread_nice", |c, v| c.log_thread_nice = Some(v as i32 - 100), 101, true),
+        ];
+        for (field, set, value, valid) in cases {
+            let mut config = Config::default();
+            set(&mut config, value);
+            match config.validate() {
+                Ok(()) => assert!(valid, "{field} = {value} accepted"),
+                Err(Error::InvalidConfig { field: named, value: shown, allowed }) => {
+                    assert!(!valid, "{field} = {value} refused: {shown}, allowed {allowed}");
+                    assert_eq!(named, field);
+                    assert!(!allowed.is_empty());
+                }
+                Err(other) => panic!("{field} = {value}: {other}"),
+            }
+        }
     }
 }

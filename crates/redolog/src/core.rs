@@ -17,6 +17,7 @@ use std::time::Instant;
 use crate::append::Appender;
 use crate::auto::{Auto, Readings};
 use crate::checkpoint::Checkpoints;
+use crate::closed::Closer;
 use crate::config::{Config, Durability, Pipeline};
 use crate::cpu::CpuMonitor;
 use crate::error::{Error, IoFailure, Result};
@@ -42,6 +43,8 @@ pub(crate) struct Core {
     layout: Layout,
     files: Files,
     pub(crate) appender: Appender,
+    /// The closed LSN (MySQL's recent_closed).
+    pub(crate) closer: Closer,
     pub(crate) stages: Stages<Writer>,
     pub(crate) checkpoints: Checkpoints,
     auto: Auto,
@@ -73,6 +76,7 @@ impl Core {
             (files.handles[0].clone(), files.paths[0].clone()),
         );
         Core {
+            closer: Closer::new(config.closed_window(), start.end),
             stages: Stages::new(start.end, Writer::new(), unsynced_blocks, config.pipeline == Pipeline::Dedicated),
             appender,
             checkpoints,
@@ -85,9 +89,26 @@ impl Core {
         }
     }
 
-    /// Appends one group; returns its end LSN.
+    /// Appends one group and closes it at once; returns its end LSN.
     pub(crate) fn append_group(&self, records: &[&[u8]]) -> Result<Lsn> {
-        self.appender.append_group(records, &self.stages, self, &self.metrics)
+        let range = self.begin_group(records)?;
+        self.close_group(range);
+        Ok(range.1)
+    }
+
+    /// Appends one group and waits for space in the closed window; returns
+    /// its range, which the caller closes with `close_group` (§1.13).
+    pub(crate) fn begin_group(&self, records: &[&[u8]]) -> Result<(Lsn, Lsn)> {
+        let (start, end) = self.appender.append_group(records, &self.stages, self, &self.metrics)?;
+        if let Some(waited) = self.closer.wait_for_window(start, &self.stages)? {
+            self.metrics.on_recent_closed.record(true, waited);
+        }
+        Ok((start, end))
+    }
+
+    /// Closes a group `begin_group` returned (INV-21).
+    pub(crate) fn close_group(&self, range: (Lsn, Lsn)) {
+        self.closer.close(range, || self.appender.reserved_end().0, &self.stages);
     }
 
     /// Waits until `target` is synced (no counting; the timer, `close`).

@@ -135,9 +135,37 @@ pub enum Error {
         reason: &'static str,
     },
 
-    /// A `Config` value is out of range.
-    #[error("invalid configuration: {0}")]
-    InvalidConfig(String),
+    /// A `Config` field is out of its range; nothing was created or opened.
+    #[error("invalid configuration: {field} = {value}: allowed {allowed}")]
+    InvalidConfig {
+        /// The field, as `Config::<name>`.
+        field: &'static str,
+        /// The value given.
+        value: String,
+        /// The allowed values.
+        allowed: String,
+    },
+
+    /// Another `Log` — in another process, or in this one — owns the directory
+    /// (docs/DESIGN.md INV-19). Nothing was read or changed.
+    #[error("{dir} is in use by another log{}", pid.map_or(String::new(), |pid| format!(" (process {pid})")))]
+    Locked {
+        /// The log directory.
+        dir: PathBuf,
+        /// The holder's process id, if it could be read.
+        pid: Option<u32>,
+    },
+
+    /// The log directory or a log file is writable by users other than its
+    /// owner (docs/DESIGN.md INV-20, PostgreSQL's rule for its data directory):
+    /// anyone who can write there can change what recovery replays.
+    #[error("{path} is writable by others (mode {mode:04o}): allow only its owner (and group read) to change it")]
+    UnsafePermissions {
+        /// The directory or file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
 }
 
 /// The crate's result type.

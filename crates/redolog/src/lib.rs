@@ -38,6 +38,7 @@ mod auto;
 pub mod bench_internals;
 mod buffer;
 mod checkpoint;
+mod closed;
 mod config;
 mod core;
 mod cpu;
@@ -64,7 +65,7 @@ pub use config::{Config, Durability, Pipeline};
 pub use error::{Error, Result};
 #[cfg(feature = "failpoints")]
 pub use failpoint::FAILPOINTS;
-pub use log::Log;
+pub use log::{Log, MiniTransaction};
 pub use lsn::Lsn;
 pub use metrics::{LatencySummary, LsnLevels, Metrics, WaitStats};
 pub use recovery::inspect;

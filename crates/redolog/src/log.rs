@@ -13,8 +13,8 @@ use crate::format::CHECKPOINT_CLEAN_SHUTDOWN;
 use crate::log_threads::spawn_log_threads;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
-use crate::recovery::{open_or_create, Recovery};
-use crate::storage::{FsStorage, Storage};
+use crate::recovery::{check_permissions, lock, open_or_create, Recovery};
+use crate::storage::{FsStorage, LockHandle, Storage};
 use crate::writer::last_data_block;
 
 /// A redo log: many threads append record groups concurrently and wait until
@@ -53,6 +53,9 @@ pub struct Log {
     timer_wake: Arc<(Mutex<()>, Condvar)>,
     /// The dedicated log writer and flusher, once a pipeline needed them.
     log_threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The directory's exclusive lock (INV-19): held from before the first read
+    /// until `close` or drop.
+    dir_lock: Mutex<Option<LockHandle>>,
 }
 
 impl std::fmt::Debug for Log {
@@ -87,6 +90,10 @@ impl Log {
     pub fn open_with_storage(dir: &Path, config: Config, storage: impl Storage + 'static) -> Result<(Log, Recovery)> {
         config.validate()?;
         let storage: Arc<dyn Storage> = Arc::new(storage);
+        // INV-19, INV-20: the directory is ours, and nobody else may write it,
+        // before anything of the log is read or written.
+        let dir_lock = lock(dir, &config, &storage)?;
+        check_permissions(dir, &storage)?;
         let opened = open_or_create(dir, &config, &storage)?;
         let recovery = opened.recovery();
         let scan = opened.scan;
@@ -106,7 +113,13 @@ impl Log {
         ));
         let timer_wake = Arc::new((Mutex::new(()), Condvar::new()));
         let timer = spawn_timer(core.clone(), timer_wake.clone())?;
-        let log = Log { core, timer: Mutex::new(Some(timer)), timer_wake, log_threads: Mutex::new(Vec::new()) };
+        let log = Log {
+            core,
+            timer: Mutex::new(Some(timer)),
+            timer_wake,
+            log_threads: Mutex::new(Vec::new()),
+            dir_lock: Mutex::new(Some(dir_lock)),
+        };
         log.set_pipeline(log.core.config.pipeline)?;
         Ok((log, recovery))
     }
@@ -247,6 +260,51 @@ impl Log {
         self.core.stages.synced()
     }
 
+    /// Appends a group as the first phase of a mini-transaction commit, the
+    /// way InnoDB's `mtr_t::commit` does (docs/DESIGN.md §1.13): reserve, copy,
+    /// publish, and wait — on an event, never a sleep — for space in the
+    /// closed window (`Config::closed_window_bytes`). The group's LSNs are
+    /// known at once; the caller adds the pages it dirtied to its flush lists
+    /// with `start_lsn()`, then closes it. Until it is closed, `closed_lsn()`
+    /// stays at or below its start, so a checkpointer that takes the minimum of
+    /// its flush lists and `closed_lsn()` never misses its pages. Dropping it
+    /// closes it (a panic cannot stall the closed LSN). Do not begin another
+    /// group on the same thread while holding one open: with a small window it
+    /// would wait for itself.
+    ///
+    /// ```
+    /// # use redolog::{Config, Durability, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let mtr = log.begin_group(&[b"page 7: insert row 42"]).unwrap();
+    /// assert!(log.closed_lsn() <= mtr.start_lsn());
+    /// // ... add page 7 to a flush list with mtr.start_lsn() ...
+    /// let end = mtr.end_lsn();
+    /// mtr.close();
+    /// assert!(log.closed_lsn() >= end);
+    /// log.wait(end, Durability::Synced).unwrap();
+    /// ```
+    pub fn begin_group(&self, records: &[&[u8]]) -> Result<MiniTransaction<'_>> {
+        let (start, end) = self.core.begin_group(records)?;
+        Ok(MiniTransaction { log: self, start, end, open: true })
+    }
+
+    /// Every group that ends at or before this LSN is closed: appended with
+    /// `append`/`append_group`, or begun with `begin_group` and closed (MySQL's
+    /// `recent_closed` tail, INV-21). An engine's checkpoint may advance to
+    /// `min(oldest dirty page, closed_lsn(), durable_lsn())`.
+    ///
+    /// ```
+    /// # use redolog::{Config, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let end = log.append(b"closed at once").unwrap();
+    /// assert_eq!(log.closed_lsn(), end);
+    /// ```
+    pub fn closed_lsn(&self) -> Lsn {
+        self.core.closer.closed_lsn()
+    }
+
     /// Writes and syncs everything appended, records a clean shutdown, and stops
     /// the background flusher. Later appends fail with `Error::Closed`. Reports the
     /// first error; a poisoned log reports its poison. Closing twice is harmless.
@@ -269,7 +327,34 @@ impl Log {
             }),
         };
         self.stop_threads();
+        // INV-19: the directory is free once nothing more will be written.
+        drop(self.dir_lock.lock().take());
         result
+    }
+
+    /// Behaves as if the process died here, for tests of crash recovery
+    /// (cargo feature `testkit`): nothing more is written — the log is
+    /// poisoned and its threads stop — nothing is closed or marked clean, and
+    /// the directory's lock is released as the kernel releases a dead
+    /// process's. What reached the storage stays; the rest is leaked.
+    ///
+    /// ```
+    /// # use redolog::{Config, Durability, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    /// let (log, _) = Log::open(dir.path(), config.clone()).unwrap();
+    /// log.commit(b"durable", Durability::Synced).unwrap();
+    /// log.simulate_crash();
+    /// let (_, recovery) = Log::open(dir.path(), config).unwrap();
+    /// assert_eq!(recovery.count(), 1);
+    /// ```
+    #[cfg(feature = "testkit")]
+    pub fn simulate_crash(self) {
+        let source = std::io::Error::other("the process crashed here (Log::simulate_crash)");
+        self.core.stages.poison(crate::error::IoFailure { op: "simulated crash", path: "".into(), source });
+        self.stop_threads();
+        drop(self.dir_lock.lock().take());
+        std::mem::forget(self);
     }
 
     fn stop_threads(&self) {
@@ -326,4 +411,64 @@ fn spawn_timer(core: Arc<Core>, wake: Arc<(Mutex<()>, Condvar)>) -> Result<JoinH
             }
         })
         .map_err(|source| crate::error::Error::io("spawn timer thread", "", source))
+}
+
+/// A group begun with [`Log::begin_group`] and not closed yet: its LSN range is
+/// known, and the closed LSN waits for it. Closed by [`MiniTransaction::close`]
+/// or when dropped.
+///
+/// ```
+/// # use redolog::{Config, Log};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// let first = log.begin_group(&[b"a"]).unwrap();
+/// let second = log.begin_group(&[b"b"]).unwrap();
+/// second.close(); // closed, but behind an open group
+/// assert_eq!(log.closed_lsn(), first.start_lsn());
+/// drop(first); // closes
+/// assert!(log.closed_lsn() >= log.end_lsn());
+/// ```
+#[must_use = "a mini-transaction closes when dropped; keep it while adding its pages"]
+pub struct MiniTransaction<'a> {
+    log: &'a Log,
+    start: Lsn,
+    end: Lsn,
+    open: bool,
+}
+
+impl MiniTransaction<'_> {
+    /// The LSN the group starts at: the one to store as its pages' oldest
+    /// modification.
+    pub fn start_lsn(&self) -> Lsn {
+        self.start
+    }
+
+    /// The LSN the group ends at: the one to `wait` for.
+    pub fn end_lsn(&self) -> Lsn {
+        self.end
+    }
+
+    /// Closes the group: once every earlier group is closed too, `closed_lsn`
+    /// passes it.
+    pub fn close(mut self) {
+        self.close_now();
+    }
+
+    fn close_now(&mut self) {
+        if std::mem::take(&mut self.open) {
+            self.log.core.close_group((self.start, self.end));
+        }
+    }
+}
+
+impl Drop for MiniTransaction<'_> {
+    fn drop(&mut self) {
+        self.close_now();
+    }
+}
+
+impl std::fmt::Debug for MiniTransaction<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiniTransaction").field("start", &self.start).field("end", &self.end).finish()
+    }
 }

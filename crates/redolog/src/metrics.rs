@@ -189,6 +189,7 @@ pub(crate) struct MetricsRecorder {
     pub(crate) on_buffer_space: WaitCounters,
     pub(crate) on_file_space: WaitCounters,
     pub(crate) on_recent_written: WaitCounters,
+    pub(crate) on_recent_closed: WaitCounters,
     pub(crate) on_ready: WaitCounters,
     pub(crate) log_writer: WaitCounters,
     pub(crate) log_flusher: WaitCounters,
@@ -222,6 +223,7 @@ impl MetricsRecorder {
             on_buffer_space: WaitCounters::default(),
             on_file_space: WaitCounters::default(),
             on_recent_written: WaitCounters::default(),
+            on_recent_closed: WaitCounters::default(),
             on_ready: WaitCounters::default(),
             log_writer: WaitCounters::default(),
             log_flusher: WaitCounters::default(),
@@ -262,6 +264,7 @@ impl MetricsRecorder {
             log_on_buffer_space: self.on_buffer_space.snapshot_of_visits(chunks),
             log_on_file_space: self.on_file_space.snapshot(),
             log_on_recent_written: self.on_recent_written.snapshot_of_visits(chunks),
+            log_on_recent_closed: self.on_recent_closed.snapshot_of_visits(groups),
             log_on_ready: self.on_ready.snapshot(),
             log_writer: self.log_writer.snapshot(),
             log_flusher: self.log_flusher.snapshot(),
@@ -373,6 +376,9 @@ pub struct Metrics {
     pub log_on_file_space: WaitStats,
     /// Appenders waiting for a free link-buffer slot (`log_on_recent_written_*`).
     pub log_on_recent_written: WaitStats,
+    /// Groups waiting for space in the closed window (`log_on_recent_closed_*`,
+    /// MySQL bug #95390's counter).
+    pub log_on_recent_closed: WaitStats,
     /// The writer waiting for appenders to finish copying (`log_on_ready_*`).
     pub log_on_ready: WaitStats,
     /// The dedicated log writer thread waiting for work (`log_writer_*`); a visit
@@ -439,13 +445,14 @@ impl Metrics {
     }
 
     /// Every wait site with its INNODB_METRICS prefix.
-    fn sites(&self) -> [(&'static str, &WaitStats); 8] {
+    fn sites(&self) -> [(&'static str, &WaitStats); 9] {
         [
             ("log_on_write_", &self.log_on_write),
             ("log_on_flush_", &self.log_on_flush),
             ("log_on_buffer_space_", &self.log_on_buffer_space),
             ("log_on_file_space_", &self.log_on_file_space),
             ("log_on_recent_written_", &self.log_on_recent_written),
+            ("log_on_recent_closed_", &self.log_on_recent_closed),
             ("log_on_ready_", &self.log_on_ready),
             ("log_writer_", &self.log_writer),
             ("log_flusher_", &self.log_flusher),

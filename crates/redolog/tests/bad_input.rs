@@ -109,7 +109,7 @@ fn invalid_configurations_are_rejected_before_touching_the_disk() {
     ];
     for config in bad {
         let error = open_error(&dir.path().join("log"), config.clone());
-        assert!(matches!(error, Error::InvalidConfig(_)), "{config:?}: {error}");
+        assert!(matches!(error, Error::InvalidConfig { .. }), "{config:?}: {error}");
     }
     assert!(!dir.path().join("log").exists(), "nothing was created");
 }

@@ -59,7 +59,7 @@ fn starts() -> Vec<Start> {
             oracle.synced = end;
         }
     }
-    std::mem::forget(log);
+    log.simulate_crash();
     let torn = (0..64)
         .map(|seed| base.state().crash(CrashMode::Random(seed)))
         .find(|image| {
@@ -146,7 +146,7 @@ fn assert_poisoned(log: Log, context: &str) {
     let (done, outcome) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = done.send(log.commit(b"after the fault", Durability::Synced).map(|_| ()));
-        std::mem::forget(log);
+        log.simulate_crash();
     });
     match outcome.recv_timeout(Duration::from_secs(10)) {
         Ok(Err(_)) => {}

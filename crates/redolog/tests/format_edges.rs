@@ -168,7 +168,7 @@ fn ring_wraps_many_laps_and_recovers_from_the_checkpoint() {
     }
     assert!(log.end_lsn().as_u64() > 5 * 4 * 32 * 512, "at least five laps: {}", log.end_lsn());
     // Crash without close: recovery must start at the last checkpoint.
-    std::mem::forget(log);
+    log.simulate_crash();
     let (_, recovered, end) = common::reopen(dir.path(), &config);
     assert_eq!(end, LogEnd::Clean);
     assert_eq!(common::records(&recovered), since_checkpoint);
@@ -186,8 +186,8 @@ fn torn_tail_is_truncated_and_never_resurrected() {
     let torn = vec![9u8; 2000]; // spans blocks 16..20
     log.commit(&torn, Durability::Written).expect("written, never synced");
     let torn_end = log.end_lsn();
-    std::mem::forget(log); // crash: no close, no checkpoint
-                           // The OS lost the last block of the torn group (it never reached the disk).
+    log.simulate_crash(); // crash: no close, no checkpoint
+                          // The OS lost the last block of the torn group (it never reached the disk).
     let (path, offset) = common::place(dir.path(), &config, torn_end.as_u64() / 512);
     common::patch(&path, offset, &[0u8; 512]);
 
@@ -201,7 +201,7 @@ fn torn_tail_is_truncated_and_never_resurrected() {
         other => panic!("expected a torn tail, got {other:?}"),
     }
     log.commit(b"new", Durability::Synced).expect("commit after recovery");
-    std::mem::forget(log);
+    log.simulate_crash();
     let (_, recovered, _) = common::reopen(dir.path(), &config);
     assert_eq!(common::records(&recovered), vec![vec![b"kept".to_vec()], vec![b"new".to_vec()]]);
 }

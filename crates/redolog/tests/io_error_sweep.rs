@@ -144,7 +144,7 @@ fn a_read_error_during_recovery_fails_it_instead_of_ending_the_log() {
     for index in 0..12 {
         log.commit(&common::sized_record(index), Durability::Synced).expect("commit");
     }
-    std::mem::forget(log); // a crash: recovery has to scan
+    log.simulate_crash(); // a crash: recovery has to scan
     let image = crash.state().crash(CrashMode::DropUnsynced);
     let (_, full) = Log::open_with_storage(Path::new(DIR), common::small_log(), image.to_storage()).expect("reopen");
     let full = full.count();
@@ -188,7 +188,7 @@ fn a_write_or_sync_error_while_recovery_repairs_fails_it_and_the_next_recovery_i
             synced = end;
         }
     }
-    std::mem::forget(log);
+    log.simulate_crash();
     let mut faults = 0;
     // Crash images whose tails are torn: a random subset of the unsynced sectors.
     for seed in 0..8 {

@@ -63,6 +63,12 @@ mod wait {
 #[path = "../src/pipeline/mod.rs"]
 mod pipeline;
 
+#[path = "../src/link_buf.rs"]
+mod link_buf;
+
+#[path = "../src/closed.rs"]
+mod closed;
+
 use std::time::Instant;
 
 use error::IoFailure;
@@ -395,4 +401,51 @@ fn an_appender_leading_writes_never_waits_for_its_own_bytes() {
         log.append(3);
         committer.join().expect("committer");
     });
+}
+
+/// A closed window of one granule: group B = [at(0) + 8, at(0) + 16) may not
+/// be closed before group A = [at(0), at(0) + 8) is (INV-22). B's committer
+/// waits for the window while another thread closes A — or poisons the log:
+/// the waiter must be woken either way (no lost wake-up), get the window only
+/// after A closed, and the closed LSN must never pass an open group (INV-21).
+fn a_closed_window_waiter_is_woken(poison: bool) {
+    check(move || {
+        let log = Arc::new(Log::new(GROUP));
+        let closer = Arc::new(closed::Closer::new(8, at(0)));
+        let (a, b) = ((at(0), Lsn(at(0).0 + 8)), (Lsn(at(0).0 + 8), Lsn(at(0).0 + 16)));
+        let reserved = move || b.1 .0;
+        let other = {
+            let (log, closer) = (log.clone(), closer.clone());
+            loom::thread::spawn(move || {
+                if poison {
+                    let source = std::io::Error::other("injected");
+                    log.stages.poison(IoFailure { op: "fdatasync", path: "model".into(), source });
+                } else {
+                    closer.close(a, reserved, &log.stages);
+                }
+            })
+        };
+        match closer.wait_for_window(b.0, &log.stages) {
+            Ok(_) => {
+                assert_eq!(closer.closed_lsn(), a.1, "the window opened before A closed");
+                closer.close(b, reserved, &log.stages);
+                assert_eq!(closer.closed_lsn(), b.1);
+            }
+            Err(_) => {
+                assert!(poison, "an error without a poison");
+                assert!(closer.closed_lsn() <= a.0, "the closed LSN passed an open group");
+            }
+        }
+        other.join().expect("other");
+    });
+}
+
+#[test]
+fn a_group_waiting_for_the_closed_window_is_woken_by_the_close_before_it() {
+    a_closed_window_waiter_is_woken(false);
+}
+
+#[test]
+fn a_group_waiting_for_the_closed_window_is_woken_by_a_poison() {
+    a_closed_window_waiter_is_woken(true);
 }

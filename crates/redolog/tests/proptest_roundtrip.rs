@@ -63,7 +63,7 @@ fn run(steps: &[Step], clean_close: bool) -> Result<(), TestCaseError> {
         // write, so all groups must come back.
         let end = log.end_lsn();
         log.wait(end, Durability::Written).expect("write all");
-        std::mem::forget(log);
+        log.simulate_crash();
     }
     let (_, recovery) = Log::open_with_storage(dir, config, storage).expect("reopen");
     let recovered = common::records(&common::collect(recovery));

@@ -102,6 +102,14 @@ pub const SYSTEMS: &[SystemRow] = &[
         open: |dir| Ok(Arc::new(RedologSystem::open(dir, Pipeline::Dedicated)?)),
     },
     SystemRow {
+        name: "mtr",
+        aliases: &[],
+        role: Role::Redolog,
+        about: "redolog as an engine drives it: begin_group, then close (Pipeline::Auto)",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(MtrSystem(RedologSystem::open(dir, Pipeline::Auto)?))),
+    },
+    SystemRow {
         name: "mutex",
         aliases: &[],
         role: Role::Baseline,
@@ -152,6 +160,31 @@ impl System for RedologSystem {
 
     fn metrics(&self) -> Option<redolog::Metrics> {
         Some(self.log.metrics())
+    }
+}
+
+/// redolog driven as an engine drives it: each record a mini-transaction,
+/// begun (its LSNs known, the closed window waited for) and then closed.
+pub struct MtrSystem(RedologSystem);
+
+impl System for MtrSystem {
+    fn append(&self, record: &[u8]) -> Result<u64, BoxError> {
+        let mtr = self.0.log.begin_group(&[record])?;
+        let end = mtr.end_lsn();
+        mtr.close();
+        Ok(end.as_u64())
+    }
+
+    fn wait(&self, token: u64, durability: Durability) -> Result<(), BoxError> {
+        self.0.wait(token, durability)
+    }
+
+    fn maintain(&self) {
+        self.0.maintain();
+    }
+
+    fn metrics(&self) -> Option<redolog::Metrics> {
+        self.0.metrics()
     }
 }
 

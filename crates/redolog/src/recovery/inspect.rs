@@ -10,7 +10,7 @@ use crate::lsn::Lsn;
 use crate::recovery::open::ScanMode;
 use crate::recovery::open::{open_existing, read_dir_contents};
 use crate::recovery::{LogEnd, Recovery};
-use crate::storage::{FsStorage, Storage};
+use crate::storage::{FsStorage, Storage, LOCK_FILE_NAME};
 
 /// One checkpoint slot as found on disk.
 ///
@@ -88,6 +88,11 @@ pub struct Inspection {
     pub end: LogEnd,
     /// The groups in `[start_lsn, end_lsn)`, read lazily.
     pub groups: Recovery,
+    /// A `Log` holds the directory right now (docs/DESIGN.md INV-19): what was
+    /// read is a snapshot of a log being written, and its end may be moving.
+    pub in_use: bool,
+    /// The holder's process id, if it wrote one.
+    pub holder_pid: Option<u32>,
 }
 
 /// Inspects the log in `dir` on the real file system.
@@ -103,6 +108,9 @@ pub fn inspect_with_storage(dir: &Path, storage: impl Storage + 'static) -> Resu
         let reason = if contents.existed { "it holds no redo.0000" } else { "it does not exist" };
         return Err(Error::NotALog { path: dir.to_path_buf(), reason: reason.into() });
     }
+    // Read-only: never takes the lock, only asks whether someone holds it.
+    let holder =
+        storage.lock_holder(dir).map_err(|source| Error::io("check lock", dir.join(LOCK_FILE_NAME), source))?;
     let opened = open_existing(dir, &storage, ScanMode::ReadOnly)?;
     let groups = opened.recovery();
     let scan = &opened.scan;
@@ -121,5 +129,7 @@ pub fn inspect_with_storage(dir: &Path, storage: impl Storage + 'static) -> Resu
         end_lsn: scan.end,
         end: scan.log_end,
         groups,
+        in_use: holder.is_some(),
+        holder_pid: holder.flatten(),
     })
 }

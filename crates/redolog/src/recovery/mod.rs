@@ -8,7 +8,7 @@ mod scan;
 
 use std::sync::Arc;
 
-pub(crate) use open::open_or_create;
+pub(crate) use open::{check_permissions, lock, open_or_create};
 pub use reader::Group;
 pub(crate) use reader::{BlockReader, GroupReader, Step, StreamEnd};
 pub use scan::LogEnd;
@@ -32,7 +32,7 @@ use crate::writer::Files;
 /// for value in 0..3u8 {
 ///     log.commit(&[value], Durability::Synced).unwrap();
 /// }
-/// std::mem::forget(log); // like a crash: no close, no clean-shutdown record
+/// log.simulate_crash(); // no close, no clean-shutdown record (cargo feature `testkit`)
 /// let (_, recovery) = Log::open(dir.path(), config).unwrap();
 /// assert_eq!(recovery.end(), LogEnd::Clean);
 /// let values: Vec<u8> = recovery.map(|group| group.unwrap().records().next().unwrap()[0]).collect();

@@ -15,7 +15,7 @@ use crate::format::{
 use crate::layout::{file_name, file_path, temp_file_name, Layout};
 use crate::lsn::{BlockNo, Lsn};
 use crate::recovery::scan::{repair, scan, LogEnd, ScanResult};
-use crate::storage::Storage;
+use crate::storage::{DirLock, LockHandle, Storage, LOCK_FILE_NAME};
 use crate::writer::Files;
 
 /// The first block of a new log. Blocks 0..16 are never used, so an all-zero
@@ -71,6 +71,9 @@ pub(crate) fn read_dir_contents(dir: &Path, storage: &Arc<dyn Storage>) -> Resul
     };
     let mut contents = DirContents { present: [false; FILE_COUNT as usize], leftovers: Vec::new(), existed };
     for name in &names {
+        if name == LOCK_FILE_NAME {
+            continue;
+        }
         if let Some(index) = (0..FILE_COUNT as usize).find(|&index| *name == file_name(index)) {
             contents.present[index] = true;
         } else if (0..FILE_COUNT as usize).any(|index| *name == temp_file_name(index)) {
@@ -81,6 +84,42 @@ pub(crate) fn read_dir_contents(dir: &Path, storage: &Arc<dyn Storage>) -> Resul
         }
     }
     Ok(contents)
+}
+
+/// Mode of a new log's directory and files when the group may read them.
+const GROUP_READABLE_DIR: u32 = 0o750;
+const GROUP_READABLE_FILE: u32 = 0o640;
+
+/// INV-19: takes `dir`'s exclusive lock before the log is read or written;
+/// another holder is `Error::Locked`. A directory holding other files is
+/// refused first, so no lock file is ever left in it. Creates the directory
+/// (`0700`, or `0750` for a group-readable log) if missing.
+pub(crate) fn lock(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<LockHandle> {
+    if !read_dir_contents(dir, storage)?.existed {
+        storage.create_dir_all(dir).map_err(|source| Error::io("create directory", dir, source))?;
+        if config.group_readable {
+            storage.set_permissions(dir, GROUP_READABLE_DIR).map_err(|source| Error::io("chmod", dir, source))?;
+        }
+    }
+    let lock_path = dir.join(LOCK_FILE_NAME);
+    match storage.lock_dir(dir).map_err(|source| Error::io("lock", &lock_path, source))? {
+        DirLock::Acquired(handle) => Ok(handle),
+        DirLock::Held { pid } => Err(Error::Locked { dir: dir.to_path_buf(), pid }),
+    }
+}
+
+/// INV-20 (PostgreSQL's rule): the log directory and its files may be written
+/// by their owner only; anything group- or world-writable is refused.
+pub(crate) fn check_permissions(dir: &Path, storage: &Arc<dyn Storage>) -> Result<()> {
+    let contents = read_dir_contents(dir, storage)?;
+    let files = (0..FILE_COUNT as usize).filter(|&index| contents.present[index]).map(|index| file_path(dir, index));
+    for path in std::iter::once(dir.to_path_buf()).chain(files) {
+        let mode = storage.permissions(&path).map_err(|source| Error::io("stat", &path, source))?;
+        if let Some(mode) = mode.filter(|mode| mode & 0o022 != 0) {
+            return Err(Error::UnsafePermissions { path, mode });
+        }
+    }
+    Ok(())
 }
 
 /// Opens the log in `dir`, creating it if the directory is missing, empty, or
@@ -174,6 +213,9 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
         let file = failpoint("create.open")
             .and_then(|()| storage.open_file(&path, true))
             .map_err(|source| Error::io("create", &path, source))?;
+        if config.group_readable {
+            storage.set_permissions(&path, GROUP_READABLE_FILE).map_err(|source| Error::io("chmod", &path, source))?;
+        }
         let write = |bytes: &[u8], offset: u64| {
             failpoint("create.write")
                 .and_then(|()| file.write_all_at(&[bytes], offset))

@@ -1,12 +1,32 @@
-//! The real file system: `pread`, `pwritev`, `fdatasync`, directory `fsync`.
+//! The real file system: `pread`, `pwritev`, `fdatasync`, directory `fsync`,
+//! and the directory's lock file.
+//!
+//! Files are created `0600` and directories `0700` (docs/DESIGN.md INV-20); a
+//! log opened for its group sets group-read afterwards. Every file is opened
+//! with `O_CLOEXEC` (std's default) and `O_NOFOLLOW`: a symlink planted in
+//! place of a log file is an error (`ELOOP`), never followed.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, IoSlice};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Storage, StorageFile};
+use super::{DirLock, LockHandle, Storage, StorageFile};
+
+/// The lock file of a log directory: `flock`ed exclusively by the one `Log`
+/// that owns the directory, holding its process id.
+pub const LOCK_FILE_NAME: &str = "redo.lock";
+
+/// Mode of new files: the owner's only.
+const FILE_MODE: u32 = 0o600;
+/// Mode of new directories: the owner's only.
+const DIR_MODE: u32 = 0o700;
+
+/// `O_NOFOLLOW` for `OpenOptionsExt::custom_flags`.
+fn no_follow() -> i32 {
+    rustix::fs::OFlags::NOFOLLOW.bits() as i32
+}
 
 /// Real files through the OS. The default storage of [`crate::Log::open`].
 ///
@@ -28,7 +48,7 @@ struct FsFile {
 
 impl Storage for FsStorage {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        std::fs::create_dir_all(dir)
+        DirBuilder::new().recursive(true).mode(DIR_MODE).create(dir)
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -41,7 +61,14 @@ impl Storage for FsStorage {
     }
 
     fn open_file(&self, path: &Path, create: bool) -> io::Result<Arc<dyn StorageFile>> {
-        let file = OpenOptions::new().read(true).write(true).create(create).truncate(create).open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(create)
+            .mode(FILE_MODE)
+            .custom_flags(no_follow())
+            .open(path)?;
         Ok(Arc::new(FsFile { file }))
     }
 
@@ -56,6 +83,68 @@ impl Storage for FsStorage {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir)?.sync_all()
     }
+
+    /// `flock(LOCK_EX | LOCK_NB)` on `dir/redo.lock`, created if missing; the
+    /// holder writes its pid there. The lock belongs to the open file
+    /// description, so a second `Log` in the same process is refused as
+    /// another process is, and the kernel releases it when the holder dies.
+    fn lock_dir(&self, dir: &Path) -> io::Result<DirLock> {
+        let path = dir.join(LOCK_FILE_NAME);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(FILE_MODE)
+            .custom_flags(no_follow())
+            .open(&path)?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(DirLock::Held { pid: read_pid(&file) }),
+            Err(errno) => return Err(errno.into()),
+        }
+        let pid = format!("{}\n", std::process::id());
+        file.set_len(0)?;
+        file.write_all_at(pid.as_bytes(), 0)?;
+        Ok(DirLock::Acquired(LockHandle(Box::new(file))))
+    }
+
+    /// Tries a shared lock on `dir/redo.lock` and lets it go at once: it fails
+    /// only while a `Log` holds the exclusive one. Creates and writes nothing.
+    fn lock_holder(&self, dir: &Path) -> io::Result<Option<Option<u32>>> {
+        let path = dir.join(LOCK_FILE_NAME);
+        let file = match OpenOptions::new().read(true).custom_flags(no_follow()).open(&path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared) {
+            Ok(()) => Ok(None),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(Some(read_pid(&file))),
+            Err(errno) => Err(errno.into()),
+        }
+    }
+
+    /// A symlink is `ELOOP`, as opening it with `O_NOFOLLOW` would be: its own
+    /// mode says nothing, and a log file is never one.
+    fn permissions(&self, path: &Path) -> io::Result<Option<u32>> {
+        let metadata = std::fs::symlink_metadata(path)?;
+        if metadata.file_type().is_symlink() {
+            return Err(rustix::io::Errno::LOOP.into());
+        }
+        Ok(Some(metadata.mode() & 0o7777))
+    }
+
+    fn set_permissions(&self, path: &Path, mode: u32) -> io::Result<()> {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    }
+}
+
+/// The pid a lock holder wrote into its lock file, if readable.
+fn read_pid(file: &File) -> Option<u32> {
+    let mut bytes = [0u8; 16];
+    let len = file.read_at(&mut bytes, 0).ok()?;
+    std::str::from_utf8(&bytes[..len]).ok()?.trim().parse().ok()
 }
 
 impl StorageFile for FsFile {

@@ -25,7 +25,7 @@ use std::sync::Arc;
 pub use crash::{CrashImage, CrashMode, CrashOp, CrashState, CrashStorage, SECTOR_BYTES};
 #[cfg(feature = "testkit")]
 pub use faulty::{FaultKind, FaultyStorage};
-pub use fs::FsStorage;
+pub use fs::{FsStorage, LOCK_FILE_NAME};
 #[cfg(feature = "testkit")]
 pub use mem::MemStorage;
 
@@ -57,6 +57,53 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Makes the entries of `dir` (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Takes the exclusive lock of the log directory `dir` (docs/DESIGN.md
+    /// INV-19), without blocking: `Acquired` holds it until dropped, `Held`
+    /// says another holder has it. The default takes nothing and always
+    /// succeeds: for storages no other process can see.
+    fn lock_dir(&self, dir: &Path) -> io::Result<DirLock> {
+        let _ = dir;
+        Ok(DirLock::Acquired(LockHandle(Box::new(()))))
+    }
+    /// Whether another holder has `dir`'s lock, and its process id if known,
+    /// without taking the lock or changing anything (the read-only tools).
+    fn lock_holder(&self, dir: &Path) -> io::Result<Option<Option<u32>>> {
+        let _ = dir;
+        Ok(None)
+    }
+    /// The permission bits of `path` (`st_mode & 0o7777`, not following a
+    /// symlink), if the storage has any; `None` by default.
+    fn permissions(&self, path: &Path) -> io::Result<Option<u32>> {
+        let _ = path;
+        Ok(None)
+    }
+    /// Sets the permission bits of `path`; nothing by default.
+    fn set_permissions(&self, path: &Path, mode: u32) -> io::Result<()> {
+        let _ = (path, mode);
+        Ok(())
+    }
+}
+
+/// The outcome of [`Storage::lock_dir`].
+#[derive(Debug)]
+pub enum DirLock {
+    /// The lock is ours until the handle is dropped.
+    Acquired(LockHandle),
+    /// Another holder has it; its process id, if it wrote one.
+    Held {
+        /// The holder's process id.
+        pid: Option<u32>,
+    },
+}
+
+/// A held directory lock: released when dropped (for files, by closing the
+/// locked descriptor).
+pub struct LockHandle(pub Box<dyn Send + Sync>);
+
+impl fmt::Debug for LockHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LockHandle")
+    }
 }
 
 /// An open file.
