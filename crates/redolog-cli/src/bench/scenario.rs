@@ -13,7 +13,7 @@ use redolog::{Config, Pipeline};
 
 use super::registry::SystemKind;
 use super::report::{median, paired_ratio, Measurement};
-use super::systems::{BoxError, RedologSystem};
+use super::systems::{BoxError, MtrSystem, RedologSystem};
 use super::{BenchOptions, Contender, DurabilityArg};
 
 /// One row of the scenario table. A new experiment is one row (and, if it
@@ -31,11 +31,20 @@ pub struct ScenarioRow {
     cpu_quota: Option<f64>,
     /// Registry systems to run, then redolog variants of its own.
     systems: &'static [&'static str],
-    variants: fn() -> Vec<(&'static str, Config)>,
+    variants: fn() -> Vec<Variant>,
     /// The system the ratios divide by.
     reference: &'static str,
     /// Our figures that tell the story, for one system at one thread count.
     story: fn(&Stats<'_>) -> String,
+}
+
+/// A redolog configured for one scenario.
+struct Variant {
+    name: &'static str,
+    config: Config,
+    /// Each record a mini-transaction: `begin_group`, then `close` (system
+    /// `mtr`), so the closed window applies as MySQL's recent_closed does.
+    mini_transactions: bool,
 }
 
 /// The experiments of the public reports redolog answers.
@@ -44,23 +53,43 @@ pub const SCENARIOS: &[ScenarioRow] = &[
         name: "seed-wakeup",
         report: "MySQL bug #95390: 8.0.16's log_closer, woken only by its timeout while user threads waited for \
                  recent_closed space, halved throughput (25k TPS; 49k once woken)",
-        about: "the smallest ring and link buffer, 64 threads: waits for space must be woken, not polled",
+        about: "the smallest ring and link buffer, and mini-transactions under the bug's 16 KiB recent_closed \
+                window, 64 threads: waits for space must be woken, not polled",
         threads: &[64],
         durability: DurabilityArg::Synced,
         cpu_quota: None,
-        systems: &["redolog"],
-        variants: || vec![("redolog-tiny", Config { buffer_bytes: Config::BUFFER_BYTES_MIN, ..Config::default() })],
+        systems: &["redolog", "mtr"],
+        variants: || {
+            vec![
+                Variant {
+                    name: "redolog-tiny",
+                    config: Config { buffer_bytes: Config::BUFFER_BYTES_MIN, ..Config::default() },
+                    mini_transactions: false,
+                },
+                // innodb_log_recent_closed_size=16384, the bug's setting.
+                Variant {
+                    name: "mtr-closed-16k",
+                    config: Config { closed_window_bytes: 16 << 10, ..Config::default() },
+                    mini_transactions: true,
+                },
+            ]
+        },
         reference: "redolog",
         story: |stats| {
+            const SITES: [&str; 3] = ["log_on_buffer_space_", "log_on_recent_written_", "log_on_recent_closed_"];
+            let counters = |suffix: &str| SITES.map(|site| format!("{site}{suffix}"));
+            let (waits, loops, lost) = (counters("waits"), counters("wait_loops"), counters("timeouts_with_work"));
             format!(
-                "space waits per commit {:.3} (ring {:.3}, link buffer {:.3}), wait loops per commit {:.3} and per \
-                 wait {:.2}, lost wake-ups {}",
-                stats.per_commit(&["log_on_buffer_space_waits", "log_on_recent_written_waits"]),
-                stats.per_commit(&["log_on_buffer_space_waits"]),
-                stats.per_commit(&["log_on_recent_written_waits"]),
-                stats.per_commit(&["log_on_buffer_space_wait_loops", "log_on_recent_written_wait_loops"]),
-                stats.loops_per_wait(&["log_on_buffer_space_", "log_on_recent_written_"]),
-                stats.sum(&["log_on_buffer_space_timeouts_with_work", "log_on_recent_written_timeouts_with_work"]),
+                "space waits per commit {:.3} (ring {:.3}, link buffer {:.3}, closed window {:.3}), wait loops per \
+                 commit {:.3} (closed window {:.4}) and per wait {:.2}, lost wake-ups {}",
+                stats.per_commit(&waits.each_ref().map(String::as_str)),
+                stats.per_commit(&[waits[0].as_str()]),
+                stats.per_commit(&[waits[1].as_str()]),
+                stats.per_commit(&[waits[2].as_str()]),
+                stats.per_commit(&loops.each_ref().map(String::as_str)),
+                stats.per_commit(&[loops[2].as_str()]),
+                stats.loops_per_wait(&SITES),
+                stats.sum(&lost.each_ref().map(String::as_str)),
             )
         },
     },
@@ -97,9 +126,10 @@ pub const SCENARIOS: &[ScenarioRow] = &[
             // The last CPU: the log threads share it with committers, but
             // never wait for a core behind each other's migrations.
             let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+            let plain = |name, config| Variant { name, config, mini_transactions: false };
             vec![
-                ("dedicated-nice", Config { log_thread_nice: Some(-10), ..dedicated.clone() }),
-                ("dedicated-pinned", Config { log_thread_cpus: vec![last], ..dedicated }),
+                plain("dedicated-nice", Config { log_thread_nice: Some(-10), ..dedicated.clone() }),
+                plain("dedicated-pinned", Config { log_thread_cpus: vec![last], ..dedicated }),
             ]
         },
         reference: "group",
@@ -182,13 +212,11 @@ impl Scenario {
             let kind = SystemKind::named(name).ok_or_else(|| format!("scenario {}: no system {name}", self.name()))?;
             contenders.push(Contender::open(kind, dir)?);
         }
-        for (name, config) in (self.0.variants)() {
-            contenders.push(Contender {
-                name,
-                system: Arc::new(RedologSystem::open_with(&dir.join(name), config)?),
-                is_redolog: true,
-                one_thread_only: false,
-            });
+        for Variant { name, config, mini_transactions } in (self.0.variants)() {
+            let log = RedologSystem::open_with(&dir.join(name), config)?;
+            let system: Arc<dyn super::systems::System> =
+                if mini_transactions { Arc::new(MtrSystem(log)) } else { Arc::new(log) };
+            contenders.push(Contender { name, system, is_redolog: true, one_thread_only: false });
         }
         Ok(contenders)
     }

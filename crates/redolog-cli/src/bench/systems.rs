@@ -165,7 +165,7 @@ impl System for RedologSystem {
 
 /// redolog driven as an engine drives it: each record a mini-transaction,
 /// begun (its LSNs known, the closed window waited for) and then closed.
-pub struct MtrSystem(RedologSystem);
+pub struct MtrSystem(pub RedologSystem);
 
 impl System for MtrSystem {
     fn append(&self, record: &[u8]) -> Result<u64, BoxError> {
