@@ -72,6 +72,9 @@ impl Cursor<'_> {
     }
 }
 
+/// How far a publish moved `ready`, `(old, new)`, for the caller to notify.
+pub(crate) type Moved = Option<(Lsn, Lsn)>;
+
 /// Bit 63 of the reservation counter: the log is closed; appends fail with
 /// `Error::Closed`.
 const SN_CLOSED: u64 = 1 << 63;
@@ -133,7 +136,9 @@ impl Appender {
         (previous & SN_CLOSED == 0).then(|| Sn(previous).to_lsn())
     }
 
-    /// Appends one group; returns its start and end LSNs. Never waits for
+    /// Appends one group; returns its start and end LSNs, and the stretch the
+    /// last publish moved `ready` by, which the caller must notify
+    /// (`Stages::ready_moved`, merged with the closed tail's). Never waits for
     /// durability, only for ring space (through the write stage) or
     /// link-buffer space. The caller closes the group (`closed.rs`).
     pub(crate) fn append_group<W, P: Port<Writer = W>>(
@@ -142,7 +147,7 @@ impl Appender {
         stages: &Stages<W>,
         port: &P,
         metrics: &MetricsRecorder,
-    ) -> Result<(Lsn, Lsn)> {
+    ) -> Result<(Lsn, Lsn, Moved)> {
         let bytes = self.check_group_size(records)?;
         stages.check()?;
         // INV-1: one fetch_add reserves the range. SeqCst: the link buffer's head
@@ -160,7 +165,7 @@ impl Appender {
         let guard = PoisonOnPanic { stages, op: "append" };
         let end = self.copy_group(&group, Sn(start_sn), bytes, stages, port, metrics);
         std::mem::forget(guard);
-        let end = end?;
+        let (end, moved) = end?;
         // One counter update per group in the common case of one record: the
         // no-wait profile showed the metrics' read-modify-writes at 10% of an append.
         metrics.groups.add(1);
@@ -169,7 +174,7 @@ impl Appender {
             0 => metrics.empty_groups.add(1),
             count => metrics.records_beyond_one.add(count as u64 - 1),
         }
-        Ok((Sn(start_sn).to_lsn(), end))
+        Ok((Sn(start_sn).to_lsn(), end, moved))
     }
 
     fn check_group_size(&self, records: &[&[u8]]) -> Result<u64> {
@@ -194,7 +199,9 @@ impl Appender {
     }
 
     /// Copies the group in chunks of at most half the ring, each published as its
-    /// own link, so a group larger than the ring streams through it.
+    /// own link, so a group larger than the ring streams through it. Returns the
+    /// group's end and, if publishing its last chunk moved `ready`, the stretch
+    /// it moved by, which the caller must notify (`Stages::ready_moved`).
     fn copy_group<W, P: Port<Writer = W>>(
         &self,
         group: &GroupBytes<'_>,
@@ -203,7 +210,7 @@ impl Appender {
         stages: &Stages<W>,
         port: &P,
         metrics: &MetricsRecorder,
-    ) -> Result<Lsn> {
+    ) -> Result<(Lsn, Moved)> {
         let group_end = Sn(start.0 + bytes).to_lsn();
         let chunk_max = (self.ring.ring_blocks() / 2).max(1) * BLOCK_DATA_BYTES as u64;
         // Equal chunks, so none is shorter than a link-buffer granule (the last
@@ -226,12 +233,17 @@ impl Appender {
             // INV-1: the chunk lies in this appender's reservation. Per append, so
             // checked in debug builds only (the release hot path is ~70 ns).
             debug_assert!(group_end <= self.reserved_end(), "INV-1: group end {group_end} past the reserved end");
-            if let Some((old, new)) = self.link.add(chunk_start.0, chunk_end.0, || self.reserved_end().0) {
-                stages.ready_moved(Lsn(old), Lsn(new));
-            }
+            let moved = self.link.add(chunk_start.0, chunk_end.0, || self.reserved_end().0);
             done += len;
+            match moved {
+                // The last chunk's notice goes to the caller, to merge with
+                // the closed tail's (one notification per group, not two).
+                Some((old, new)) if done >= bytes => return Ok((group_end, Some((Lsn(old), Lsn(new))))),
+                Some((old, new)) => stages.ready_moved(Lsn(old), Lsn(new)),
+                None => {}
+            }
         }
-        Ok(group_end)
+        Ok((group_end, None))
     }
 
     /// INV-9: `first_group` of every block whose first data byte is in

@@ -41,7 +41,7 @@ impl Closer {
     }
 
     /// Whether a group starting at `start` lies within the window.
-    fn has_space(&self, start: Lsn) -> bool {
+    pub(crate) fn has_space(&self, start: Lsn) -> bool {
         self.links.has_space(start.0)
     }
 
@@ -61,12 +61,13 @@ impl Closer {
     /// Closes the group `[start, end)`: the closed LSN passes it once every
     /// earlier group is closed too. `reserved_end` is the appender's
     /// reservation counter (the link buffer's contract). The caller waited for
-    /// the window first.
-    pub(crate) fn close<W>(&self, (start, end): (Lsn, Lsn), reserved_end: impl FnOnce() -> u64, stages: &Stages<W>) {
+    /// the window first, and published the group to the first link buffer,
+    /// whose F1 fence after the reservation serves this add too. Returns the
+    /// stretch the closed tail moved by: the caller wakes the groups waiting
+    /// for window space (`Stages::ready_moved`), merged with its own notice.
+    #[must_use = "the waiters for window space the move made must be woken"]
+    pub(crate) fn close(&self, (start, end): (Lsn, Lsn), reserved_end: impl FnOnce() -> u64) -> Option<(Lsn, Lsn)> {
         debug_assert!(self.has_space(start), "INV-22: group {start} closed without window space");
-        if let Some((old, new)) = self.links.add(start.0, end.0, reserved_end) {
-            // Wake the groups waiting for window space that this move made.
-            stages.ready_moved(Lsn(old), Lsn(new));
-        }
+        self.links.add_after_fence(start.0, end.0, reserved_end).map(|(old, new)| (Lsn(old), Lsn(new)))
     }
 }

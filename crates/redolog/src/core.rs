@@ -91,24 +91,49 @@ impl Core {
 
     /// Appends one group and closes it at once; returns its end LSN.
     pub(crate) fn append_group(&self, records: &[&[u8]]) -> Result<Lsn> {
-        let range = self.begin_group(records)?;
-        self.close_group(range);
-        Ok(range.1)
+        let (start, end, ready_moved) = self.appender.append_group(records, &self.stages, self, &self.metrics)?;
+        if self.closer.has_space(start) {
+            // The common case: one notification covers both tails' moves.
+            let closed_moved = self.closer.close((start, end), || self.appender.reserved_end().0);
+            if let Some((old, new)) = merge(ready_moved, closed_moved) {
+                self.stages.ready_moved(old, new);
+            }
+            return Ok(end);
+        }
+        // The window is full: the writer must not wait for our notice while
+        // we wait for the groups before ours to close.
+        if let Some((old, new)) = ready_moved {
+            self.stages.ready_moved(old, new);
+        }
+        self.wait_for_window(start)?;
+        self.close_group((start, end));
+        Ok(end)
     }
 
     /// Appends one group and waits for space in the closed window; returns
     /// its range, which the caller closes with `close_group` (§1.13).
     pub(crate) fn begin_group(&self, records: &[&[u8]]) -> Result<(Lsn, Lsn)> {
-        let (start, end) = self.appender.append_group(records, &self.stages, self, &self.metrics)?;
-        if let Some(waited) = self.closer.wait_for_window(start, &self.stages)? {
-            self.metrics.on_recent_closed.record(true, waited);
+        let (start, end, ready_moved) = self.appender.append_group(records, &self.stages, self, &self.metrics)?;
+        if let Some((old, new)) = ready_moved {
+            self.stages.ready_moved(old, new);
         }
+        self.wait_for_window(start)?;
         Ok((start, end))
     }
 
-    /// Closes a group `begin_group` returned (INV-21).
+    fn wait_for_window(&self, start: Lsn) -> Result<()> {
+        if let Some(waited) = self.closer.wait_for_window(start, &self.stages)? {
+            self.metrics.on_recent_closed.record(true, waited);
+        }
+        Ok(())
+    }
+
+    /// Closes a group `begin_group` returned (INV-21), and wakes the groups
+    /// waiting for window space that the close made.
     pub(crate) fn close_group(&self, range: (Lsn, Lsn)) {
-        self.closer.close(range, || self.appender.reserved_end().0, &self.stages);
+        if let Some((old, new)) = self.closer.close(range, || self.appender.reserved_end().0) {
+            self.stages.ready_moved(old, new);
+        }
     }
 
     /// Waits until `target` is synced (no counting; the timer, `close`).
@@ -258,5 +283,14 @@ impl Port for Core {
         if let Some(pipeline) = self.auto.evaluate(now, &self.cpu, self.active(), readings) {
             self.set_dedicated(pipeline == Pipeline::Dedicated);
         }
+    }
+}
+
+/// One stretch covering two tail moves (either may be absent): one
+/// notification wakes the waiters of both.
+fn merge(a: Option<(Lsn, Lsn)>, b: Option<(Lsn, Lsn)>) -> Option<(Lsn, Lsn)> {
+    match (a, b) {
+        (Some((a_old, a_new)), Some((b_old, b_new))) => Some((a_old.min(b_old), a_new.max(b_new))),
+        (one, None) | (None, one) => one,
     }
 }

@@ -91,11 +91,19 @@ impl LinkBuf {
     /// of the store-buffering rule that loom models (it treats SeqCst loads and
     /// stores as AcqRel); on x86 each fence is one `mfence`.
     pub(crate) fn add(&self, from: u64, to: u64, reserved_end: impl FnOnce() -> u64) -> Option<(u64, u64)> {
-        debug_assert!(to - from >= 1 << GRANULE_SHIFT, "link {from}..{to} shorter than a granule");
-        debug_assert!(self.has_space(from), "link {from} without space, tail {}", self.tail());
         // F1: our reservation (program order: before this call) precedes our
         // tail read. Pairs with F2 of the link that ends at `from`.
         fence(Ordering::SeqCst);
+        self.add_after_fence(from, to, reserved_end)
+    }
+
+    /// `add` for a caller that already executed a `fence(SeqCst)` (or a SeqCst
+    /// read-modify-write) after its reservation: that is F1. The closed link
+    /// buffer's adds come after the group's add to the first buffer, whose F1
+    /// serves (one `mfence` fewer per append).
+    pub(crate) fn add_after_fence(&self, from: u64, to: u64, reserved_end: impl FnOnce() -> u64) -> Option<(u64, u64)> {
+        debug_assert!(to - from >= 1 << GRANULE_SHIFT, "link {from}..{to} shorter than a granule");
+        debug_assert!(self.has_space(from), "link {from} without space, tail {}", self.tail());
         // Fast path: we are the head. Nobody else can move the tail while it sits
         // at `from` (our link is the only one that starts there and it is not in
         // its slot), so a plain store suffices.

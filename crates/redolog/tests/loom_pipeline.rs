@@ -421,14 +421,16 @@ fn a_closed_window_waiter_is_woken(poison: bool) {
                     let source = std::io::Error::other("injected");
                     log.stages.poison(IoFailure { op: "fdatasync", path: "model".into(), source });
                 } else {
-                    closer.close(a, reserved, &log.stages);
+                    if let Some((old, new)) = closer.close(a, reserved) {
+                        log.stages.ready_moved(old, new);
+                    }
                 }
             })
         };
         match closer.wait_for_window(b.0, &log.stages) {
             Ok(_) => {
                 assert_eq!(closer.closed_lsn(), a.1, "the window opened before A closed");
-                closer.close(b, reserved, &log.stages);
+                let _ = closer.close(b, reserved);
                 assert_eq!(closer.closed_lsn(), b.1);
             }
             Err(_) => {
