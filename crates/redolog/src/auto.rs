@@ -143,6 +143,8 @@ pub(crate) struct Readings {
     pub(crate) sync_wait_ns: u64,
     /// The expected duration of a sync pass, in ns.
     pub(crate) sync_pass_ns: u64,
+    /// The pipeline running now.
+    pub(crate) active: Pipeline,
 }
 
 /// The pipeline mode: what the user asked for and, for `Pipeline::Auto`, the
@@ -190,13 +192,7 @@ impl Auto {
     /// Applies the rule table if the user asked for `Auto` and an evaluation
     /// is due; returns the pipeline to switch to, if any. Never blocks: a
     /// thread finding another one evaluating goes on.
-    pub(crate) fn evaluate(
-        &self,
-        now: Instant,
-        cpu: &CpuMonitor,
-        active: Pipeline,
-        read: impl FnOnce() -> Readings,
-    ) -> Option<Pipeline> {
+    pub(crate) fn evaluate(&self, now: Instant, cpu: &CpuMonitor, read: impl FnOnce() -> Readings) -> Option<Pipeline> {
         if self.requested.load(Ordering::Relaxed) != REQUESTED_AUTO {
             return None;
         }
@@ -229,7 +225,7 @@ impl Auto {
         state.last_sync_wait_ns = readings.sync_wait_ns;
         let rule = rule_for(&input);
         state.reason = rule.when;
-        state.decide(rule.choose, active)
+        state.decide(rule.choose, readings.active)
     }
 }
 

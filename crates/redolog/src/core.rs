@@ -91,22 +91,20 @@ impl Core {
 
     /// Appends one group and closes it at once; returns its end LSN.
     pub(crate) fn append_group(&self, records: &[&[u8]]) -> Result<Lsn> {
-        let (start, end, ready_moved) = self.appender.append_group(records, &self.stages, self, &self.metrics)?;
-        if self.closer.has_space(start) {
-            // The common case: one notification covers both tails' moves.
-            let closed_moved = self.closer.close((start, end), || self.appender.reserved_end().0);
-            if let Some((old, new)) = merge(ready_moved, closed_moved) {
+        let (start, end, mut ready_moved) = self.appender.append_group(records, &self.stages, self, &self.metrics)?;
+        if !self.closer.has_space(start) {
+            // The window is full: the writer must not wait for our notice
+            // while we wait for the groups before ours to close.
+            if let Some((old, new)) = ready_moved.take() {
                 self.stages.ready_moved(old, new);
             }
-            return Ok(end);
+            self.wait_for_window(start)?;
         }
-        // The window is full: the writer must not wait for our notice while
-        // we wait for the groups before ours to close.
-        if let Some((old, new)) = ready_moved {
+        // One notification covers both tails' moves.
+        let closed_moved = self.closer.close((start, end), || self.appender.reserved_end().0);
+        if let Some((old, new)) = merge(ready_moved, closed_moved) {
             self.stages.ready_moved(old, new);
         }
-        self.wait_for_window(start)?;
-        self.close_group((start, end));
         Ok(end)
     }
 
@@ -272,15 +270,17 @@ impl Port for Core {
     }
 
     /// The CPU monitor's sample and `Auto`'s decision, each at most every
-    /// 100 ms. Otherwise two loads.
+    /// 100 ms; what `Auto` reads is read only when it is due. Otherwise two
+    /// loads.
     fn tick(&self, now: Instant) {
         self.cpu.maybe_sample(now);
         let readings = || Readings {
             wait_ns: self.metrics.commit_wait_ns.get(),
             sync_wait_ns: self.metrics.commit_sync_wait_ns.get(),
             sync_pass_ns: self.stages.sync_pass_ns(),
+            active: self.active(),
         };
-        if let Some(pipeline) = self.auto.evaluate(now, &self.cpu, self.active(), readings) {
+        if let Some(pipeline) = self.auto.evaluate(now, &self.cpu, readings) {
             self.set_dedicated(pipeline == Pipeline::Dedicated);
         }
     }

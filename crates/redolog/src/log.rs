@@ -13,7 +13,7 @@ use crate::format::CHECKPOINT_CLEAN_SHUTDOWN;
 use crate::log_threads::spawn_log_threads;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
-use crate::recovery::{check_permissions, lock, open_or_create, Recovery};
+use crate::recovery::{lock, open_or_create, Recovery};
 use crate::storage::{FsStorage, LockHandle, Storage};
 use crate::writer::last_data_block;
 
@@ -90,10 +90,9 @@ impl Log {
     pub fn open_with_storage(dir: &Path, config: Config, storage: impl Storage + 'static) -> Result<(Log, Recovery)> {
         config.validate()?;
         let storage: Arc<dyn Storage> = Arc::new(storage);
-        // INV-19, INV-20: the directory is ours, and nobody else may write it,
-        // before anything of the log is read or written.
+        // INV-19: the directory is ours before anything of the log is read or
+        // written (open_or_create then checks INV-20 first).
         let dir_lock = lock(dir, &config, &storage)?;
-        check_permissions(dir, &storage)?;
         let opened = open_or_create(dir, &config, &storage)?;
         let recovery = opened.recovery();
         let scan = opened.scan;

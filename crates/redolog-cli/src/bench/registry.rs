@@ -61,9 +61,3 @@ impl std::fmt::Debug for SystemKind {
         f.write_str(self.name())
     }
 }
-
-impl PartialEq for SystemKind {
-    fn eq(&self, other: &Self) -> bool {
-        self.name() == other.name()
-    }
-}

@@ -8,7 +8,7 @@ mod scan;
 
 use std::sync::Arc;
 
-pub(crate) use open::{check_permissions, lock, open_or_create};
+pub(crate) use open::{lock, open_or_create};
 pub use reader::Group;
 pub(crate) use reader::{BlockReader, GroupReader, Step, StreamEnd};
 pub use scan::LogEnd;

@@ -108,11 +108,11 @@ pub(crate) fn lock(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> R
     }
 }
 
-/// INV-20 (PostgreSQL's rule): the log directory and its files may be written
-/// by their owner only; anything group- or world-writable is refused.
-pub(crate) fn check_permissions(dir: &Path, storage: &Arc<dyn Storage>) -> Result<()> {
-    let contents = read_dir_contents(dir, storage)?;
-    let files = (0..FILE_COUNT as usize).filter(|&index| contents.present[index]).map(|index| file_path(dir, index));
+/// INV-20 (PostgreSQL's rule): the log directory and its files (`present`)
+/// may be written by their owner only; anything group- or world-writable is
+/// refused.
+fn check_permissions(dir: &Path, present: &[bool], storage: &Arc<dyn Storage>) -> Result<()> {
+    let files = (0..present.len()).filter(|&index| present[index]).map(|index| file_path(dir, index));
     for path in std::iter::once(dir.to_path_buf()).chain(files) {
         let mode = storage.permissions(&path).map_err(|source| Error::io("stat", &path, source))?;
         if let Some(mode) = mode.filter(|mode| mode & 0o022 != 0) {
@@ -122,14 +122,14 @@ pub(crate) fn check_permissions(dir: &Path, storage: &Arc<dyn Storage>) -> Resul
     Ok(())
 }
 
-/// Opens the log in `dir`, creating it if the directory is missing, empty, or
-/// holds only the leftovers of a creation that crashed before `redo.0000` was
-/// renamed into place; finishes a creation that crashed after it.
+/// Opens the log in `dir`, creating it if the directory is empty or holds
+/// only the leftovers of a creation that crashed before `redo.0000` was
+/// renamed into place; finishes a creation that crashed after it. The caller
+/// holds the directory's lock (`lock`, which made the directory if missing).
+/// First of all, refuses a directory or file others can write (INV-20).
 pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Opened> {
-    let DirContents { present, mut leftovers, existed } = read_dir_contents(dir, storage)?;
-    if !existed {
-        storage.create_dir_all(dir).map_err(|source| Error::io("create directory", dir, source))?;
-    }
+    let DirContents { present, mut leftovers, .. } = read_dir_contents(dir, storage)?;
+    check_permissions(dir, &present, storage)?;
     // INV-16: the log exists iff redo.0000 does. Creation never leaves files
     // 1..3 under their final names without it, so finding them means the log
     // lost its first file: refuse, rather than create a new log over its data.
