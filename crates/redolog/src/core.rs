@@ -12,6 +12,7 @@
 //! Lock order: `pipeline/mod.rs` (the checkpoint coordinator → the write role →
 //! the sync role).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::append::Appender;
@@ -25,6 +26,7 @@ use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
 use crate::metrics::{LsnLevels, Metrics, MetricsRecorder};
 use crate::pipeline::{Port, Site, Stages};
+use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::wait::{PassTime, Spin, Waited};
 use crate::writer::{Files, Writer};
 
@@ -40,8 +42,9 @@ pub(crate) struct StartState {
 /// An open log.
 pub(crate) struct Core {
     pub(crate) config: Config,
-    layout: Layout,
-    files: Files,
+    pub(crate) layout: Layout,
+    /// Shared with the live readers (`live.rs`).
+    pub(crate) files: Arc<Files>,
     pub(crate) appender: Appender,
     /// The closed LSN (MySQL's recent_closed).
     pub(crate) closer: Closer,
@@ -51,13 +54,16 @@ pub(crate) struct Core {
     /// Usable CPUs: gate spinning and feed `Auto` (§1.10).
     cpu: CpuMonitor,
     pub(crate) metrics: MetricsRecorder,
+    /// The end of the write in flight, or of the last one: stored before each
+    /// write, so no block of a lap past it was written over (INV-25).
+    write_intent: crossbeam_utils::CachePadded<AtomicU64>,
 }
 
 impl Core {
     pub(crate) fn new(
         config: Config,
         layout: Layout,
-        files: Files,
+        files: Arc<Files>,
         (log_id, unsynced_bytes_max): (u128, u64),
         start: StartState,
     ) -> Self {
@@ -83,6 +89,7 @@ impl Core {
             auto: Auto::new(),
             cpu: CpuMonitor::new(),
             metrics: MetricsRecorder::new(),
+            write_intent: crossbeam_utils::CachePadded::new(AtomicU64::new(start.end.0)),
             layout,
             files,
             config,
@@ -177,6 +184,15 @@ impl Core {
         self.checkpoints.checkpoint(lsn, self.appender.reserved_end(), (&self.stages, self), &self.metrics)
     }
 
+    /// The oldest block no write has reused yet: writes reach at most the
+    /// block of the write intent, which reuses the block a lap before it
+    /// (INV-25). Never past the checkpoint's block: the file limit is a lap
+    /// past it (INV-7).
+    pub(crate) fn oldest_readable_block(&self) -> BlockNo {
+        let last_written = Lsn(self.write_intent.load(Ordering::SeqCst)).block();
+        BlockNo((last_written.0 + 1).saturating_sub(self.layout.ring_blocks))
+    }
+
     /// Records what the user asked for; a fixed pipeline takes effect at once.
     /// The caller has started the log threads if `pipeline` needs them.
     pub(crate) fn request_pipeline(&self, pipeline: Pipeline) {
@@ -233,6 +249,9 @@ impl Port for Core {
     }
 
     fn write(&self, writer: &mut Writer, range: (Lsn, Lsn), synced: Lsn) -> std::result::Result<(), IoFailure> {
+        // INV-25: readers learn which lap's blocks may be written over before
+        // any is. SeqCst: a reader loads it after its read.
+        self.write_intent.fetch_max(range.1 .0, Ordering::SeqCst);
         let done = writer.write(self.appender.ring(), &self.layout, &self.files, range, synced)?;
         self.metrics.writes.add(done.calls);
         self.metrics.bytes_written.add(done.bytes);

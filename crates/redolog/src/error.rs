@@ -135,6 +135,17 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A reader's position lies in log space a checkpoint let the log write
+    /// over: the groups there are gone (docs/DESIGN.md INV-25). Read from
+    /// `oldest` or later.
+    #[error("LSN {lsn} can no longer be read: a checkpoint let the log reuse its space; the oldest readable LSN is {oldest}")]
+    Reused {
+        /// The position asked for.
+        lsn: Lsn,
+        /// The last checkpoint: every group from it on can be read.
+        oldest: Lsn,
+    },
+
     /// A `Config` field is out of its range; nothing was created or opened.
     #[error("invalid configuration: {field} = {value}: allowed {allowed}")]
     InvalidConfig {

@@ -50,6 +50,7 @@ mod layout;
 mod link_buf;
 #[cfg(test)]
 mod link_buf_tests;
+mod live;
 mod log;
 mod log_threads;
 mod lsn;
@@ -65,6 +66,7 @@ pub use config::{Config, Durability, Pipeline};
 pub use error::{Error, Result};
 #[cfg(feature = "failpoints")]
 pub use failpoint::FAILPOINTS;
+pub use live::LogReader;
 pub use log::{Log, MiniTransaction};
 pub use lsn::Lsn;
 pub use metrics::{LatencySummary, LsnLevels, Metrics, WaitStats};

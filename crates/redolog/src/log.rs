@@ -10,6 +10,7 @@ use crate::config::{Config, Durability, Pipeline};
 use crate::core::{Core, StartState};
 use crate::error::Result;
 use crate::format::CHECKPOINT_CLEAN_SHUTDOWN;
+use crate::live::LogReader;
 use crate::log_threads::spawn_log_threads;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -102,11 +103,10 @@ impl Log {
             checkpoint_no: opened.checkpoint.number,
             last_block: scan.last_block,
         };
-        let files = Arc::unwrap_or_clone(opened.files);
         let core = Arc::new(Core::new(
             config,
             opened.layout,
-            files,
+            opened.files,
             (opened.header.log_id, opened.header.unsynced_bytes_max),
             start,
         ));
@@ -286,6 +286,30 @@ impl Log {
     pub fn begin_group(&self, records: &[&[u8]]) -> Result<MiniTransaction<'_>> {
         let (start, end) = self.core.begin_group(records)?;
         Ok(MiniTransaction { log: self, start, end, open: true })
+    }
+
+    /// A reader of the groups from `from` on, while the log is written
+    /// (docs/DESIGN.md §4.4): it returns the groups recovery would return,
+    /// byte for byte, up to the durable LSN, and never one that is not
+    /// durable. `from` must be a group boundary: an LSN `append_group`,
+    /// `begin_group` or `end_lsn` returned, or a group's start from recovery
+    /// or from an earlier reader. Groups stay readable until a checkpoint
+    /// past them lets the log write over their space: reading there fails
+    /// with [`Error::Reused`](crate::Error::Reused), never with other bytes.
+    ///
+    /// ```
+    /// use redolog::{Config, Durability, Log};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let first = log.append_group(&[b"page 7: set x", b"page 9: set y"]).unwrap();
+    /// let second = log.commit(b"page 7: set z", Durability::Synced).unwrap();
+    /// // From the end of the first group: the second one.
+    /// let groups: Vec<_> = log.read_from(first).unwrap().map(Result::unwrap).collect();
+    /// assert_eq!(groups.len(), 1);
+    /// assert_eq!((groups[0].start_lsn(), groups[0].end_lsn()), (first, second));
+    /// ```
+    pub fn read_from(&self, from: Lsn) -> Result<LogReader<'_>> {
+        LogReader::new(&self.core, from)
     }
 
     /// Every group that ends at or before this LSN is closed: appended with

@@ -280,6 +280,7 @@ impl<W> Stages<W> {
         self.sync.advance(synced, written);
         self.sync.pass.record(finished - pass_started);
         self.sync.wake_covered(synced, written);
+        self.tail_events.notify_all();
         Ok(())
     }
 }

@@ -114,6 +114,10 @@ pub(crate) struct Stages<W> {
     flusher_event: EventSlots,
     /// Dedicated log threads waiting for their mode or their role (§1.11).
     mode_events: EventSlots,
+    /// Readers tailing the log, waiting for `synced` to move (§4.4). They
+    /// demand nothing, so they never wait in the sync stage's own slots,
+    /// where a role hand-off (`kick`) could pick one of them.
+    tail_events: EventSlots,
     /// `MODE_GROUP` or `MODE_DEDICATED` (INV-17).
     mode: CachePadded<AtomicU8>,
     poison: OnceLock<Poison>,
@@ -142,6 +146,7 @@ impl<W> Stages<W> {
             space_events: EventSlots::new(1),
             flusher_event: EventSlots::new(1),
             mode_events: EventSlots::new(1),
+            tail_events: EventSlots::new(1),
             mode: CachePadded::new(AtomicU8::new(if dedicated { MODE_DEDICATED } else { MODE_GROUP })),
             poison: OnceLock::new(),
             poisoned: AtomicBool::new(false),
@@ -214,6 +219,7 @@ impl<W> Stages<W> {
         self.space_events.notify_all();
         self.flusher_event.notify_all();
         self.mode_events.notify_all();
+        self.tail_events.notify_all();
     }
 
     // ---- what the other owners tell the stages ----
@@ -231,6 +237,16 @@ impl<W> Stages<W> {
     /// `target`.
     pub(crate) fn wait_ready_space(&self, target: Lsn, has_space: impl Fn() -> bool) -> Waited {
         self.ready_events.wait(target.0, Spin::NONE, || self.is_poisoned() || has_space())
+    }
+
+    /// Waits, demanding nothing, until `synced` passes `lsn`, the log is
+    /// poisoned or shut down, or `deadline` comes; returns whether `synced`
+    /// passed `lsn`. A reader tailing the log: it follows the sync stage
+    /// without making it sync sooner.
+    pub(crate) fn wait_synced_past(&self, lsn: Lsn, deadline: Instant) -> bool {
+        self.tail_events
+            .wait_until(lsn.0, deadline, || self.synced() > lsn || self.is_poisoned() || self.is_shutdown());
+        self.synced() > lsn
     }
 
     /// A checkpoint moved the file limit: wake a writer waiting for space.

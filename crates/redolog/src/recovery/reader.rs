@@ -50,6 +50,15 @@ impl BlockReader {
         Ok(&self.buffer[index..index + BLOCK_BYTES])
     }
 
+    /// Forgets what was read ahead from `block` on: on a live log, blocks from
+    /// the sync frontier's on may have been rewritten since (the partial last
+    /// block grows) or not written yet.
+    pub(crate) fn forget_from(&mut self, block: BlockNo) {
+        if self.first + self.count > block.0 {
+            self.count = 0;
+        }
+    }
+
     /// Reads and classifies `block`.
     pub(crate) fn state(&mut self, block: BlockNo) -> Result<BlockState> {
         let seal = self.files.seal;
@@ -188,6 +197,8 @@ pub(crate) struct GroupReader {
     keep_data: bool,
     /// Largest group the format and the log allow; larger headers are damage.
     group_bytes_max: u64,
+    /// Scratch space for group and record headers.
+    scratch: Vec<u8>,
     /// Every valid block seen, for the durable frontier: max `synced_block`.
     pub(crate) max_synced_block: BlockNo,
     /// The last block seen valid.
@@ -210,6 +221,7 @@ impl GroupReader {
             limit: None,
             keep_data,
             group_bytes_max,
+            scratch: Vec::with_capacity(GROUP_HEADER_BYTES),
             max_synced_block: BlockNo(0),
             last_valid_block: None,
         }
@@ -222,6 +234,35 @@ impl GroupReader {
 
     pub(crate) fn position(&self) -> Lsn {
         self.position
+    }
+
+    /// Reads up to `limit` from now on.
+    pub(crate) fn set_limit(&mut self, limit: Lsn) {
+        self.limit = Some(limit);
+    }
+
+    /// Goes back to `position` (a group start) and forgets every block from
+    /// `stale` on (`BlockReader::forget_from`), including the one it was in.
+    pub(crate) fn restart_at(&mut self, position: Lsn, stale: BlockNo) {
+        self.position = position;
+        self.current = None;
+        self.blocks.forget_from(stale);
+    }
+
+    /// Reads `N` bytes of a header; `Err` with where and why the stream stopped.
+    fn read_header<const N: usize>(&mut self) -> Result<std::result::Result<[u8; N], Stop>> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let read = self.read_bytes(N as u64, Some(&mut scratch));
+        let mut bytes = [0u8; N];
+        if let Ok(Read::Done) = read {
+            bytes.copy_from_slice(&scratch);
+        }
+        self.scratch = scratch;
+        Ok(match read? {
+            Read::Done => Ok(bytes),
+            Read::Stopped(stop) => Err(stop),
+        })
     }
 
     /// Enters the block at `self.position` if not in it yet.
@@ -322,12 +363,10 @@ impl GroupReader {
         if let Some(damage) = self.note_group_start() {
             return Ok(Step::Damaged(damage));
         }
-        let mut header_bytes = Vec::with_capacity(GROUP_HEADER_BYTES);
-        if let Read::Stopped(stop) = self.read_bytes(GROUP_HEADER_BYTES as u64, Some(&mut header_bytes))? {
-            return Ok(Self::stopped(group_start, self.position, stop));
-        }
-        let mut raw = [0u8; GROUP_HEADER_BYTES];
-        raw.copy_from_slice(&header_bytes);
+        let raw = match self.read_header::<GROUP_HEADER_BYTES>()? {
+            Ok(raw) => raw,
+            Err(stop) => return Ok(Self::stopped(group_start, self.position, stop)),
+        };
         let header = GroupHeader::decode(&raw);
         if !header.is_plausible() || header.total_bytes() > self.group_bytes_max {
             let reason = format!("group header claims {} records in {} bytes", header.record_count, header.body_bytes);
@@ -349,14 +388,17 @@ impl GroupReader {
     }
 
     fn read_records(&mut self, group_start: Lsn, header: GroupHeader) -> Result<Step> {
-        let mut data = Vec::new();
+        // The body less its record headers: exact for a sound group, and
+        // bounded by `group_bytes_max` (checked by the caller) for any other.
+        let data_bytes = header.body_bytes.saturating_sub(header.record_count * RECORD_HEADER_BYTES as u64);
+        let mut data = if self.keep_data { Vec::with_capacity(data_bytes as usize) } else { Vec::new() };
         let mut records = Vec::with_capacity(header.record_count.min(1024) as usize);
         let mut body_left = header.body_bytes;
         for _ in 0..header.record_count {
-            let mut len_bytes = Vec::with_capacity(RECORD_HEADER_BYTES);
-            if let Read::Stopped(stop) = self.read_bytes(RECORD_HEADER_BYTES as u64, Some(&mut len_bytes))? {
-                return Ok(Self::stopped(group_start, self.position, stop));
-            }
+            let len_bytes = match self.read_header::<RECORD_HEADER_BYTES>()? {
+                Ok(bytes) => bytes,
+                Err(stop) => return Ok(Self::stopped(group_start, self.position, stop)),
+            };
             let len = u64::from(crate::format::read_u32(&len_bytes, 0));
             if RECORD_HEADER_BYTES as u64 + len > body_left {
                 let reason = format!("record of {len} bytes overruns its group ({body_left} bytes left)");

@@ -187,6 +187,19 @@ impl EventSlots {
         if spin(spin_policy, &ready, &mut waited) {
             return waited;
         }
+        self.park_until(lsn, None, &ready, &mut waited);
+        waited
+    }
+
+    /// Parks on the slot of `lsn` until `ready()` or `deadline`, without
+    /// spinning; returns whether `ready()` held. For a waiter with a time
+    /// limit of its own (a reader tailing the log): reaching the deadline is
+    /// not a lost wake-up.
+    pub(crate) fn wait_until(&self, lsn: u64, deadline: Instant, ready: impl Fn() -> bool) -> bool {
+        self.park_until(lsn, Some(deadline), &ready, &mut Waited::default())
+    }
+
+    fn park_until(&self, lsn: u64, deadline: Option<Instant>, ready: &impl Fn() -> bool, waited: &mut Waited) -> bool {
         let index = self.slot_index(lsn);
         // INV-10: count ourselves in before evaluating the predicate (in `park`'s
         // validate, under the bucket lock); a notifier publishes its value before
@@ -196,15 +209,22 @@ impl EventSlots {
         // E1: the SeqCst operations already exclude store buffering; the fence
         // makes the order explicit, as in the loom model (tests/loom_pipeline.rs).
         fence(Ordering::SeqCst);
-        while !ready() {
+        let mut outcome = ready();
+        while !outcome {
+            let now = Instant::now();
+            let park_deadline = match deadline {
+                Some(deadline) if deadline <= now => break,
+                Some(deadline) => deadline.min(now + PARK_TIMEOUT),
+                None => now + PARK_TIMEOUT,
+            };
             waited.parks += 1;
-            let deadline = Instant::now() + PARK_TIMEOUT;
             // `ready` cannot panic (its contract), as `park` requires.
-            let result = self.lot.park(self.key(index), || !ready(), ParkToken(lsn as usize), Some(deadline));
+            let result = self.lot.park(self.key(index), || !ready(), ParkToken(lsn as usize), Some(park_deadline));
+            outcome = ready();
             match result {
-                ParkResult::TimedOut => {
+                ParkResult::TimedOut if deadline.is_none_or(|deadline| park_deadline < deadline) => {
                     waited.timeouts += 1;
-                    if ready() {
+                    if outcome {
                         waited.timeouts_with_work += 1;
                     }
                 }
@@ -220,7 +240,7 @@ impl EventSlots {
         }
         self.slots[index].fetch_sub(1, Ordering::SeqCst);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
-        waited
+        outcome
     }
 
     /// Wakes the waiters whose LSN is in `(old, new]`, after the caller published

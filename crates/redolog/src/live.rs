@@ -1,0 +1,291 @@
+//! Reading an open log: the groups from an LSN up to the durable LSN, while
+//! appends, checkpoints and the pipelines go on (docs/DESIGN.md §4.4,
+//! INV-23..INV-25).
+//!
+//! The reader reads the files (the OS page cache, for what was written
+//! recently) with recovery's own group reader, so it returns the groups,
+//! boundaries and bytes recovery would. Three things make that safe on a log
+//! that is being written:
+//! - **a limit**: it reads only below `synced`, so every group it returns is
+//!   durable, and every block wholly below the limit is final (INV-23);
+//! - **a stale tail**: the block holding the limit may be rewritten as it
+//!   fills, so when the limit moves the reader forgets what it read from that
+//!   block on, and a block that fails its checksum there (a read that raced
+//!   the rewrite) is read again (INV-24);
+//! - **a reuse check**: the space of a block older than the checkpoint's may
+//!   be written over, so a group is returned only if, after it was read, its
+//!   first block is still at or past the oldest readable block; otherwise the
+//!   reader fails with [`Error::Reused`], never with bytes from another lap
+//!   (INV-25).
+
+use std::time::{Duration, Instant};
+
+use crate::core::Core;
+use crate::error::{Error, Result};
+use crate::format::{BlockState, BLOCK_DATA_BYTES};
+use crate::lsn::{BlockNo, Lsn};
+use crate::recovery::{BlockReader, Group, GroupReader, Step, StreamEnd};
+
+/// Reads of a block that failed its checksum at the sync frontier before the
+/// reader calls it damage: a read races the writer's rewrite of the partial
+/// last block for microseconds, so a few retries always see it whole.
+const TORN_READ_RETRIES: u32 = 64;
+
+/// A reader on an open log: the groups from an LSN up to the durable LSN,
+/// read while the log is written. Made by [`crate::Log::read_from`].
+///
+/// `try_next` (and the `Iterator`) returns the next durable group or, once
+/// the reader has caught up, `None`; `next_timeout` waits for one, for
+/// tailing. Every group returned is the one recovery would return at that
+/// LSN, with the same boundaries and bytes, and is durable (synced).
+///
+/// ```
+/// use redolog::{Config, Durability, Log};
+/// let dir = tempfile::tempdir().unwrap();
+/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// let start = log.end_lsn();
+/// log.commit(b"first", Durability::Synced).unwrap();
+/// log.commit(b"second", Durability::Synced).unwrap();
+/// let records: Vec<Vec<u8>> = log
+///     .read_from(start)
+///     .unwrap()
+///     .map(|group| group.unwrap().records().next().unwrap().to_vec())
+///     .collect();
+/// assert_eq!(records, [b"first".to_vec(), b"second".to_vec()]);
+/// ```
+pub struct LogReader<'a> {
+    core: &'a Core,
+    groups: GroupReader,
+    /// The start of the next group to return.
+    position: Lsn,
+    /// The sync frontier the reader last read up to.
+    limit: Lsn,
+    /// Whether `position` was checked to be a group boundary (`read_from`
+    /// takes any LSN; the check needs the bytes before it to be durable).
+    checked: bool,
+}
+
+impl std::fmt::Debug for LogReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogReader").field("position", &self.position).field("limit", &self.limit).finish()
+    }
+}
+
+/// What one attempt to read the next group found.
+enum Attempt {
+    Group(Group),
+    /// Nothing durable past the position yet.
+    CaughtUp,
+    /// A block at the frontier did not read whole: read again.
+    Again,
+}
+
+impl<'a> LogReader<'a> {
+    pub(crate) fn new(core: &'a Core, from: Lsn) -> Result<Self> {
+        let end = core.appender.reserved_end();
+        if from > end {
+            return Err(Error::LsnOutOfRange { lsn: from, end });
+        }
+        if !from.is_data_position() {
+            return Err(Error::InvalidLsn { lsn: from, reason: "it points into a block header or trailer" });
+        }
+        let reader = LogReader {
+            core,
+            groups: GroupReader::new(
+                BlockReader::new(core.files.clone(), core.layout),
+                from,
+                true,
+                group_bytes_max(core),
+            ),
+            position: from,
+            limit: from,
+            checked: false,
+        };
+        reader.check_not_reused(from)?;
+        Ok(reader)
+    }
+
+    /// The start of the next group the reader returns: after a group, its end.
+    pub fn position(&self) -> Lsn {
+        self.position
+    }
+
+    /// The next durable group, or `None` once the reader has caught up with
+    /// the durable LSN. Fails with [`Error::Reused`] if a checkpoint let the
+    /// log write over the position, [`Error::InvalidLsn`] if the LSN given to
+    /// `read_from` is not a group boundary, and [`Error::Corruption`] if
+    /// durable bytes do not read back.
+    pub fn try_next(&mut self) -> Result<Option<Group>> {
+        let mut torn = 0;
+        loop {
+            match self.attempt()? {
+                Attempt::Group(group) => return Ok(Some(group)),
+                Attempt::CaughtUp => return Ok(None),
+                Attempt::Again if torn < TORN_READ_RETRIES => {
+                    torn += 1;
+                    std::thread::yield_now();
+                }
+                Attempt::Again => return Err(self.damage_at_frontier()),
+            }
+        }
+    }
+
+    /// The next group, waiting up to `timeout` for one to become durable
+    /// (tailing: the reader demands no sync; it follows the log's own).
+    /// `Ok(None)`: the time ran out. Once the reader has caught up with a log
+    /// that was closed or poisoned, nothing more will come: `Error::Closed` or
+    /// the poison.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redolog::{Config, Durability, Error, Log};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let mut tail = log.read_from(log.end_lsn()).unwrap();
+    /// assert!(tail.next_timeout(Duration::from_millis(1)).unwrap().is_none());
+    /// log.commit(b"news", Durability::Synced).unwrap();
+    /// let group = tail.next_timeout(Duration::from_secs(5)).unwrap().unwrap();
+    /// assert_eq!(group.records().next().unwrap(), b"news");
+    /// log.close().unwrap();
+    /// assert!(matches!(tail.next_timeout(Duration::from_secs(5)), Err(Error::Closed)));
+    /// ```
+    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Group>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(group) = self.try_next()? {
+                return Ok(Some(group));
+            }
+            let stages = &self.core.stages;
+            if stages.is_poisoned() || stages.is_shutdown() {
+                // Everything durable was read: nothing more will come.
+                if stages.synced() <= self.position {
+                    stages.check()?;
+                    return Err(Error::Closed);
+                }
+                continue;
+            }
+            if !stages.wait_synced_past(self.position, deadline) && Instant::now() >= deadline {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// One try at the next group.
+    fn attempt(&mut self) -> Result<Attempt> {
+        let synced = self.core.stages.synced();
+        if synced <= self.position {
+            return Ok(Attempt::CaughtUp);
+        }
+        if synced != self.limit {
+            // INV-24: from the old frontier's block on, blocks were partial or
+            // unwritten when read; read them again.
+            self.groups.restart_at(self.position, self.limit.block());
+            self.groups.set_limit(synced);
+            self.limit = synced;
+        }
+        if !self.checked {
+            if !self.check_boundary()? {
+                return Ok(Attempt::Again);
+            }
+            self.checked = true;
+        }
+        let step = self.groups.next_step()?;
+        let oldest = self.core.oldest_readable_block();
+        match step {
+            Step::Group(group) => {
+                // INV-25: the group's space was not reused before or while it
+                // was read. Its blocks lie in one lap: the oldest block is its
+                // first.
+                self.check_not_reused_since(group.start_lsn(), oldest)?;
+                self.position = group.end_lsn();
+                Ok(Attempt::Group(group))
+            }
+            // The group runs past the durable LSN: it is not returned yet.
+            Step::End { why: StreamEnd::Limit, .. } => {
+                self.groups.restart_at(self.position, self.limit.block());
+                Ok(Attempt::CaughtUp)
+            }
+            // Durable bytes that did not read back: a checkpoint reused the
+            // space (a block of a later lap), or a read raced the rewrite of
+            // the frontier's block.
+            Step::End { at, .. } => self.unreadable(at, oldest),
+            Step::Damaged(damage) => self.unreadable(damage.lsn, oldest),
+        }
+    }
+
+    /// Durable bytes at `at` did not read back: `Error::Reused` if a checkpoint
+    /// let the log write over them, a read again if `at` lies in the block at
+    /// the sync frontier (INV-24), corruption otherwise.
+    fn unreadable(&mut self, at: Lsn, oldest: BlockNo) -> Result<Attempt> {
+        self.check_not_reused_since(self.position, oldest)?;
+        self.groups.restart_at(self.position, self.position.block());
+        if at.block() >= self.limit.block() {
+            return Ok(Attempt::Again);
+        }
+        Err(self.groups.blocks.corruption(at, "durable log bytes do not read back".into()))
+    }
+
+    /// `Error::Reused` if the space of `lsn` may have been written over.
+    fn check_not_reused(&self, lsn: Lsn) -> Result<()> {
+        self.check_not_reused_since(lsn, self.core.oldest_readable_block())
+    }
+
+    fn check_not_reused_since(&self, lsn: Lsn, oldest: BlockNo) -> Result<()> {
+        if lsn.block() < oldest {
+            return Err(Error::Reused { lsn, oldest: self.core.checkpoints.lsn() });
+        }
+        Ok(())
+    }
+
+    /// The error for a block at the frontier that never read back whole.
+    fn damage_at_frontier(&self) -> Error {
+        self.groups.blocks.corruption(self.position, "the block at the durable LSN never read back whole".into())
+    }
+
+    /// Checks that `position` is a group boundary: a block records its first
+    /// boundary (INV-9), so the groups from there to `position` must end
+    /// exactly at it. The byte at `position` is durable (the caller read
+    /// `synced`). `Ok(false)`: the block did not read whole; read again.
+    fn check_boundary(&mut self) -> Result<bool> {
+        let from = self.position;
+        let mut blocks = BlockReader::new(self.core.files.clone(), self.core.layout);
+        let BlockState::Valid(header) = blocks.state(from.block())? else {
+            let oldest = self.core.oldest_readable_block();
+            // Reused, or damaged, or (at the frontier) read again.
+            self.unreadable(from, oldest)?;
+            return Ok(false);
+        };
+        let first = Lsn(from.block().start().0 + header.first_group as u64);
+        if header.first_group == 0 || first > from {
+            return Err(not_a_boundary(from));
+        }
+        let mut walk = GroupReader::new(blocks, first, false, group_bytes_max(self.core)).with_limit(from);
+        while walk.position() < from {
+            match walk.next_step()? {
+                Step::Group(_) => {}
+                // A group runs over `position`.
+                Step::End { why: StreamEnd::Limit, .. } | Step::Damaged(_) => return Err(not_a_boundary(from)),
+                Step::End { .. } => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Iterator for LogReader<'_> {
+    type Item = Result<Group>;
+
+    /// `try_next`: ends once the reader has caught up with the durable LSN.
+    fn next(&mut self) -> Option<Result<Group>> {
+        self.try_next().transpose()
+    }
+}
+
+fn not_a_boundary(lsn: Lsn) -> Error {
+    Error::InvalidLsn { lsn, reason: "no group starts there (read from a group's start or end)" }
+}
+
+/// The largest group the log can hold, as recovery bounds it.
+fn group_bytes_max(core: &Core) -> u64 {
+    (core.layout.ring_blocks - 2) * BLOCK_DATA_BYTES as u64
+}
