@@ -166,6 +166,9 @@ impl Log {
     /// Appenders complete everything up to `end`.
     fn append_to(&self, end: Lsn) {
         let old = self.ready.swap(end.0, SeqCst);
+        // The link buffer's F2: every tail move ends with it, and
+        // `ready_moved` relies on it as E2.
+        loom::sync::atomic::fence(SeqCst);
         self.stages.ready_moved(Lsn(old), end);
     }
 

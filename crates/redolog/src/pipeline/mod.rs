@@ -114,7 +114,7 @@ pub(crate) struct Stages<W> {
     flusher_event: EventSlots,
     /// Dedicated log threads waiting for their mode or their role (§1.11).
     mode_events: EventSlots,
-    /// Readers tailing the log, waiting for `synced` to move (§4.4). They
+    /// Readers tailing the log, waiting for `synced` to move (§4.1). They
     /// demand nothing, so they never wait in the sync stage's own slots,
     /// where a role hand-off (`kick`) could pick one of them.
     tail_events: EventSlots,
@@ -224,12 +224,15 @@ impl<W> Stages<W> {
 
     // ---- what the other owners tell the stages ----
 
-    /// Appenders moved `ready` from `old` to `new` (the link buffer's tail).
+    /// Appenders moved `ready` from `old` to `new` (the link buffer's tail),
+    /// or closers the closed LSN. Precondition: the move ended with the link
+    /// buffer's SeqCst fence (F2 or F4), after which the waiters' counts are
+    /// read without another (E2).
     pub(crate) fn ready_moved(&self, old: Lsn, new: Lsn) {
         // Only `old < new`: by now other appenders may have moved the tail on
         // and the writer written past `new`.
         debug_assert!(old < new, "INV-2: ready only moves forward");
-        self.ready_events.notify_range(old.0, new.0);
+        self.ready_events.notify_range_after_fence(old.0, new.0);
     }
 
     /// Waits, without spinning, until `has_space()` or the log is poisoned: an

@@ -247,6 +247,13 @@ impl EventSlots {
     /// `new` with SeqCst. Visits only the slots of those blocks.
     pub(crate) fn notify_range(&self, old: u64, new: u64) {
         fence(Ordering::SeqCst); // E2: the caller's value before the counts
+        self.notify_range_after_fence(old, new);
+    }
+
+    /// `notify_range` for a caller whose store of `new` was already followed
+    /// by a SeqCst fence, which serves as E2: a link buffer's tail move ends
+    /// with its fence F2 or F4 (link_buf.rs). One `mfence` less per append.
+    pub(crate) fn notify_range_after_fence(&self, old: u64, new: u64) {
         if new <= old || self.waiters.load(Ordering::SeqCst) == 0 {
             return;
         }
