@@ -37,8 +37,9 @@ fn in_use(inspection: &Inspection) -> Option<String> {
     inspection.in_use.then(|| {
         let holder = inspection.holder_pid.map_or("another process".to_string(), |pid| format!("process {pid}"));
         format!(
-            "in use by {holder}: this is a snapshot of a log being written; its end may already have moved \
-             (nothing was locked or changed)"
+            "in use by {holder}: a live reader (Log::read_from) serves only the process that holds the log, so \
+             this is a read-only snapshot of its files; the end may already have moved and a tail being written \
+             looks torn (nothing was locked or changed)"
         )
     })
 }
@@ -89,8 +90,18 @@ pub fn dump(dir: &Path, records: bool) -> Result<(), BoxError> {
     let mut out = std::io::stdout().lock();
     print_header(&mut out, &inspection)?;
     let (mut groups, mut record_count, mut bytes) = (0u64, 0u64, 0u64);
+    let live = inspection.in_use;
     for group in inspection.groups {
-        let group = group?;
+        let group = match group {
+            Ok(group) => group,
+            // The holder wrote over what the snapshot had found: the snapshot
+            // ends here; that is not damage.
+            Err(error) if live => {
+                writeln!(out, "snapshot ends: the live log changed while it was read ({error})")?;
+                break;
+            }
+            Err(error) => return Err(error.into()),
+        };
         groups += 1;
         record_count += group.record_count() as u64;
         let group_bytes: usize = group.records().map(<[u8]>::len).sum();

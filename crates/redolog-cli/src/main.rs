@@ -20,6 +20,9 @@ struct Cli {
 enum Command {
     /// Compare redolog with same-run baselines (sysbench-style output).
     Bench(bench::BenchOptions),
+    /// Read a log back: `Log::read_from` on the open log against reopening
+    /// it and iterating recovery, over the same bytes, in interleaved rounds.
+    ReadBack(bench::read_back::ReadBackOptions),
     /// Print a log's files, checkpoints and every record group.
     Dump {
         /// The log directory.
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Bench(options) => bench::run(options),
+        Command::ReadBack(options) => bench::read_back::run(options),
         Command::Dump { dir, records } => inspect::dump(dir, *records),
         Command::Verify { dir } => inspect::verify(dir).map(|summary| println!("{summary}")),
     };

@@ -221,3 +221,15 @@ fn a_simulated_device_makes_fdatasync_take_its_latency() {
     assert!(!refused.status.success());
     assert!(text(&refused.stderr).contains("--device disk"), "{}", text(&refused.stderr));
 }
+
+/// `redolog read-back` writes a log, reads it back both ways and checks that
+/// both ways returned every group (it fails otherwise).
+#[test]
+fn read_back_reads_every_group_both_ways() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_str().expect("utf-8 path");
+    let output = redolog(&["read-back", "--gib", "0.01", "--rounds", "2", "--dir", path]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("read_from GiB/s") && stdout.contains("median"), "{stdout}");
+}

@@ -1,5 +1,5 @@
 //! Reading an open log: the groups from an LSN up to the durable LSN, while
-//! appends, checkpoints and the pipelines go on (docs/DESIGN.md §4.4,
+//! appends, checkpoints and the pipelines go on (docs/DESIGN.md §4.1,
 //! INV-23..INV-25).
 //!
 //! The reader reads the files (the OS page cache, for what was written

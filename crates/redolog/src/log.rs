@@ -289,7 +289,7 @@ impl Log {
     }
 
     /// A reader of the groups from `from` on, while the log is written
-    /// (docs/DESIGN.md §4.4): it returns the groups recovery would return,
+    /// (docs/DESIGN.md §4.1): it returns the groups recovery would return,
     /// byte for byte, up to the durable LSN, and never one that is not
     /// durable. `from` must be a group boundary: an LSN `append_group`,
     /// `begin_group` or `end_lsn` returned, or a group's start from recovery

@@ -1,7 +1,7 @@
 //! Goal: `Log::read_from` on a log being written returns exactly the groups,
 //! boundaries and bytes recovery returns, never a group that is not durable,
 //! and a typed error — never other bytes — where a checkpoint let the log
-//! reuse the space (docs/DESIGN.md §4.4, INV-23..INV-25).
+//! reuse the space (docs/DESIGN.md §4.1, INV-23..INV-25).
 //! Method: a proptest of random workloads on a small log that wraps, with a
 //! reader following along, compared with recovery after a crash; 16 appending
 //! threads and 2 tailing readers on files, compared with recovery at the end;

@@ -11,6 +11,7 @@ mod machine;
 mod peers;
 mod plot;
 mod quota;
+pub mod read_back;
 mod registry;
 mod report;
 mod runner;

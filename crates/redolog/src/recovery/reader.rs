@@ -119,9 +119,10 @@ impl Damage {
 pub struct Group {
     start: Lsn,
     end: Lsn,
+    /// The group's body: each record after its length (checked to hold
+    /// exactly `count` records when read).
     data: Vec<u8>,
-    /// `(offset in data, length)` of each record.
-    records: Vec<(usize, usize)>,
+    count: usize,
 }
 
 impl Group {
@@ -137,12 +138,12 @@ impl Group {
 
     /// The group's records, in the order they were appended.
     pub fn records(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
-        self.records.iter().map(|&(offset, len)| &self.data[offset..offset + len])
+        Records { rest: &self.data, left: self.count }
     }
 
     /// Number of records.
     pub fn record_count(&self) -> usize {
-        self.records.len()
+        self.count
     }
 }
 
@@ -387,35 +388,79 @@ impl GroupReader {
         self.limit.is_some_and(|limit| self.position >= limit).then_some(StreamEnd::Limit)
     }
 
+    /// Reads the group's body in one go, then finds its records in memory.
     fn read_records(&mut self, group_start: Lsn, header: GroupHeader) -> Result<Step> {
-        // The body less its record headers: exact for a sound group, and
-        // bounded by `group_bytes_max` (checked by the caller) for any other.
-        let data_bytes = header.body_bytes.saturating_sub(header.record_count * RECORD_HEADER_BYTES as u64);
-        let mut data = if self.keep_data { Vec::with_capacity(data_bytes as usize) } else { Vec::new() };
-        let mut records = Vec::with_capacity(header.record_count.min(1024) as usize);
-        let mut body_left = header.body_bytes;
-        for _ in 0..header.record_count {
-            let len_bytes = match self.read_header::<RECORD_HEADER_BYTES>()? {
-                Ok(bytes) => bytes,
-                Err(stop) => return Ok(Self::stopped(group_start, self.position, stop)),
-            };
-            let len = u64::from(crate::format::read_u32(&len_bytes, 0));
-            if RECORD_HEADER_BYTES as u64 + len > body_left {
-                let reason = format!("record of {len} bytes overruns its group ({body_left} bytes left)");
-                return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
-            }
-            body_left -= RECORD_HEADER_BYTES as u64 + len;
-            let offset = data.len();
-            let out = if self.keep_data { Some(&mut data) } else { None };
-            if let Read::Stopped(stop) = self.read_bytes(len, out)? {
-                return Ok(Self::stopped(group_start, self.position, stop));
-            }
-            records.push((offset, len as usize));
+        // The body is bounded by `group_bytes_max` (checked by the caller).
+        let mut body = if self.keep_data {
+            Vec::with_capacity(header.body_bytes as usize)
+        } else {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            scratch.clear();
+            scratch
+        };
+        let read = self.read_bytes(header.body_bytes, Some(&mut body))?;
+        let step = match read {
+            Read::Stopped(stop) => Self::stopped(group_start, self.position, stop),
+            Read::Done => match parse_records(&body, header.record_count) {
+                Ok(count) => {
+                    let (data, count) =
+                        if self.keep_data { (std::mem::take(&mut body), count) } else { (Vec::new(), 0) };
+                    Step::Group(Group { start: group_start, end: self.position, data, count })
+                }
+                Err(reason) => Step::Damaged(self.blocks.damage(group_start, reason)),
+            },
+        };
+        if !self.keep_data {
+            self.scratch = body;
         }
-        if body_left != 0 {
-            let reason = format!("group has {body_left} bytes after its last record");
-            return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
-        }
-        Ok(Step::Group(Group { start: group_start, end: self.position, data, records }))
+        Ok(step)
     }
 }
+
+/// Checks that a group's `body` holds exactly `count` records; returns the
+/// count, or why it does not.
+fn parse_records(body: &[u8], count: u64) -> std::result::Result<usize, String> {
+    let mut offset = 0;
+    for _ in 0..count {
+        let body_left = body.len() - offset;
+        if body_left < RECORD_HEADER_BYTES {
+            return Err(format!("record header overruns its group ({body_left} bytes left)"));
+        }
+        let len = crate::format::read_u32(body, offset) as usize;
+        if RECORD_HEADER_BYTES + len > body_left {
+            return Err(format!("record of {len} bytes overruns its group ({body_left} bytes left)"));
+        }
+        offset += RECORD_HEADER_BYTES + len;
+    }
+    if offset != body.len() {
+        return Err(format!("group has {} bytes after its last record", body.len() - offset));
+    }
+    Ok(count as usize)
+}
+
+/// The records of a group's body, which `parse_records` checked.
+struct Records<'a> {
+    rest: &'a [u8],
+    left: usize,
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.left == 0 {
+            return None;
+        }
+        let (len, rest) = self.rest.split_first_chunk::<RECORD_HEADER_BYTES>()?;
+        let (record, rest) = rest.split_at_checked(u32::from_le_bytes(*len) as usize)?;
+        self.rest = rest;
+        self.left -= 1;
+        Some(record)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for Records<'_> {}
