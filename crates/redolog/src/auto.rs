@@ -189,6 +189,11 @@ impl Auto {
         self.state.lock().reason
     }
 
+    /// Whether the user asked for group commit (`Pipeline::GroupCommit`).
+    pub(crate) fn group_requested(&self) -> bool {
+        self.requested.load(Ordering::Relaxed) == REQUESTED_GROUP
+    }
+
     /// Applies the rule table if the user asked for `Auto` and an evaluation
     /// is due; returns the pipeline to switch to, if any. Never blocks: a
     /// thread finding another one evaluating goes on.

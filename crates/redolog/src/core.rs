@@ -26,7 +26,7 @@ use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
 use crate::metrics::{LsnLevels, Metrics, MetricsRecorder};
 use crate::pipeline::{Port, Site, Stages};
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::wait::{PassTime, Spin, Waited};
 use crate::writer::{Files, Writer};
 
@@ -57,7 +57,15 @@ pub(crate) struct Core {
     /// The end of the write in flight, or of the last one: stored before each
     /// write, so no block of a lap past it was written over (INV-25).
     write_intent: crossbeam_utils::CachePadded<AtomicU64>,
+    /// An asynchronous waiter registered since the last check (`tick`).
+    pub(crate) async_seen: AtomicBool,
+    /// When `tick` next checks whether asynchronous waiters are gone.
+    async_check_due_ns: AtomicU64,
 }
+
+/// How long a log that asked for group commit keeps its log threads after the
+/// last asynchronous waiter (INV-27).
+const ASYNC_IDLE_BEFORE_GROUP: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Core {
     pub(crate) fn new(
@@ -90,6 +98,8 @@ impl Core {
             cpu: CpuMonitor::new(),
             metrics: MetricsRecorder::new(),
             write_intent: crossbeam_utils::CachePadded::new(AtomicU64::new(start.end.0)),
+            async_seen: AtomicBool::new(false),
+            async_check_due_ns: AtomicU64::new(0),
             layout,
             files,
             config,
@@ -204,8 +214,11 @@ impl Core {
         }
     }
 
-    fn set_dedicated(&self, dedicated: bool) {
-        if self.stages.set_dedicated(dedicated) {
+    /// Switches the mode; never to group commit while asynchronous waiters
+    /// need the log threads (INV-27).
+    pub(crate) fn set_dedicated(&self, dedicated: bool) {
+        let changed = if dedicated { self.stages.set_dedicated(true) } else { self.stages.set_group_unless_async() };
+        if changed {
             self.metrics.pipeline_switches.add(1);
         }
     }
@@ -232,6 +245,7 @@ impl Core {
         metrics.cpu_usable = cpu.usable;
         metrics.cpu_busy_pct = cpu.busy_pct;
         metrics.pipeline = self.active();
+        metrics.async_waiters = self.stages.async_waiters();
         metrics.pipeline_reason = self.auto.reason();
         metrics
     }
@@ -293,6 +307,15 @@ impl Port for Core {
     /// loads.
     fn tick(&self, now: Instant) {
         self.cpu.maybe_sample(now);
+        // Asynchronous waiters switched a group-commit log to its log threads
+        // (INV-27); back once none came for a whole interval, not after each.
+        if self.auto.group_requested()
+            && self.stages.dedicated_active()
+            && self.cpu.due(&self.async_check_due_ns, now, ASYNC_IDLE_BEFORE_GROUP)
+            && !self.async_seen.swap(false, Ordering::Relaxed)
+        {
+            self.set_dedicated(false);
+        }
         let readings = || Readings {
             wait_ns: self.metrics.commit_wait_ns.get(),
             sync_wait_ns: self.metrics.commit_sync_wait_ns.get(),

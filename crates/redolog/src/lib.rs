@@ -42,6 +42,7 @@ mod closed;
 mod config;
 mod core;
 mod cpu;
+mod durable;
 mod error;
 mod failpoint;
 mod format;
@@ -63,6 +64,7 @@ mod wait;
 mod writer;
 
 pub use config::{Config, Durability, Pipeline};
+pub use durable::DurableFuture;
 pub use error::{Error, Result};
 #[cfg(feature = "failpoints")]
 pub use failpoint::FAILPOINTS;

@@ -238,6 +238,29 @@ impl Log {
         Ok(())
     }
 
+    /// The log's owners (for the asynchronous waiters, `durable.rs`).
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
+    }
+
+    /// INV-27: asynchronous waiters are registered and committers lead, so no
+    /// thread would write or sync for them: start the log threads if there are
+    /// none, and hand them the roles.
+    pub(crate) fn start_async_io(&self) -> Result<()> {
+        {
+            let mut threads = self.log_threads.lock();
+            if threads.is_empty() {
+                self.core.stages.check()?;
+                if self.core.stages.is_shutdown() {
+                    return Err(crate::Error::Closed);
+                }
+                *threads = spawn_log_threads(&self.core)?;
+            }
+        }
+        self.core.set_dedicated(true);
+        Ok(())
+    }
+
     /// The pipeline running now: `GroupCommit` or `Dedicated` (with `Auto`,
     /// whichever it chose).
     pub fn active_pipeline(&self) -> Pipeline {

@@ -272,6 +272,7 @@ impl MetricsRecorder {
             pipeline: crate::Pipeline::GroupCommit,
             pipeline_reason: "",
             cpu_usable: 0.0,
+            async_waiters: 0,
             cpu_busy_pct: 0,
             commit_wait_us: self.commit_wait_us.snapshot(),
             fsync_us: self.fsync_us.snapshot(),
@@ -390,6 +391,9 @@ pub struct Metrics {
     pub log_pipeline_switches: u64,
     /// The pipeline running when the snapshot was taken.
     pub pipeline: crate::Pipeline,
+    /// Futures and callbacks waiting for a write or sync now (`wait_async`,
+    /// `on_durable`).
+    pub async_waiters: u64,
     /// Why `Pipeline::Auto` chose it: the condition of the deciding row of its
     /// rule table (docs/DESIGN.md §1.12).
     pub pipeline_reason: &'static str,

@@ -10,6 +10,10 @@ pub(crate) mod atomic {
     pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 }
 
+/// A mutex whose `lock` returns the guard (no poisoning), as loom's model of
+/// it does in the tests.
+pub(crate) use parking_lot::Mutex;
+
 use std::time::Instant;
 
 use parking_lot_core::{FilterOp, ParkResult, ParkToken, UnparkToken};

@@ -38,6 +38,19 @@ mod sync {
         pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
     }
     pub(crate) use crate::loom_lot::ParkingLot;
+
+    /// `crate::sync::Mutex` (parking_lot's, whose `lock` cannot fail) on loom.
+    pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+    impl<T> Mutex<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Mutex(loom::sync::Mutex::new(value))
+        }
+
+        pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+            self.0.lock().expect("a model thread panicked holding the lock")
+        }
+    }
 }
 
 #[path = "../src/geometry.rs"]
@@ -58,7 +71,11 @@ mod event;
 /// `crate::wait`.
 mod wait {
     pub(crate) use crate::event::{EventSlots, PassTime, Spin, Waited};
+    pub(crate) use crate::wakers::{Completion, WakerSlots};
 }
+
+#[path = "../src/wait/wakers.rs"]
+mod wakers;
 
 #[path = "../src/pipeline/mod.rs"]
 mod pipeline;
@@ -453,4 +470,127 @@ fn a_group_waiting_for_the_closed_window_is_woken_by_the_close_before_it() {
 #[test]
 fn a_group_waiting_for_the_closed_window_is_woken_by_a_poison() {
     a_closed_window_waiter_is_woken(true);
+}
+
+// ---- asynchronous waiters (docs/DESIGN.md §1.14, INV-26, INV-27) ----
+
+/// A future over `Stages::wait_async`, as `DurableFuture` polls it; a log
+/// that asks for the log threads is assumed to have them (the model's other
+/// thread does the I/O).
+struct AsyncSynced<'a> {
+    log: &'a Log,
+    lsn: Lsn,
+    id: u64,
+}
+
+impl std::future::Future for AsyncSynced<'_> {
+    type Output = Result<(), error::Error>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, context: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let this = &mut *self;
+        let completion = wait::Completion::Waker(context.waker().clone());
+        match this.log.stages.wait_async(this.lsn, true, &mut this.id, completion) {
+            pipeline::AsyncWait::Ready(outcome, _) => std::task::Poll::Ready(outcome),
+            pipeline::AsyncWait::Pending | pipeline::AsyncWait::NeedsLogThreads => std::task::Poll::Pending,
+        }
+    }
+}
+
+/// INV-26: a future registers while a committer's sync pass covers its LSN —
+/// the future must complete (a lost wake-up is a loom deadlock), and only
+/// after the sync; or a poison instead of the sync reaches it.
+fn a_future_is_completed_by_the_pass_that_covers_it(poison: bool) {
+    check(move || {
+        let log = Arc::new(Log::new(GROUP));
+        log.append(1);
+        let other = {
+            let log = log.clone();
+            loom::thread::spawn(move || {
+                if poison {
+                    let source = std::io::Error::other("injected");
+                    log.stages.poison(IoFailure { op: "fdatasync", path: "model".into(), source });
+                } else {
+                    log.commit_wait(1).expect("not poisoned");
+                }
+            })
+        };
+        let outcome = loom::future::block_on(AsyncSynced { log: &log, lsn: at(1), id: 0 });
+        if poison {
+            assert!(outcome.is_err(), "completed Ok over a poison");
+        } else {
+            outcome.expect("not poisoned");
+            assert!(log.synced() >= at(1), "INV-26: completed before the covering sync");
+        }
+        other.join().expect("other");
+        assert!(!log.stages.async_pending(), "a completed future left its registration");
+    });
+}
+
+#[test]
+fn a_future_registered_during_the_covering_sync_is_woken() {
+    a_future_is_completed_by_the_pass_that_covers_it(false);
+}
+
+#[test]
+fn a_poison_completes_a_pending_future() {
+    a_future_is_completed_by_the_pass_that_covers_it(true);
+}
+
+/// A future polled once and dropped while the sync that covers it is in
+/// flight: the registration is withdrawn or taken, never both, never left.
+#[test]
+fn a_future_dropped_during_the_covering_sync_leaves_nothing() {
+    check(|| {
+        let log = Arc::new(Log::new(GROUP));
+        log.append(1);
+        let committer = {
+            let log = log.clone();
+            loom::thread::spawn(move || log.commit_wait(1).expect("not poisoned"))
+        };
+        {
+            let mut future = Box::pin(AsyncSynced { log: &log, lsn: at(1), id: 0 });
+            let waker = std::task::Waker::noop();
+            let polled = std::future::Future::poll(future.as_mut(), &mut std::task::Context::from_waker(waker));
+            if polled.is_pending() {
+                // What `DurableFuture`'s drop does.
+                drop(log.stages.cancel_async(at(1), true, future.id));
+            }
+        }
+        committer.join().expect("committer");
+        assert!(!log.stages.async_pending(), "a dropped future left its registration");
+    });
+}
+
+/// INV-27: a future registers while the mode switches to group commit. Either
+/// the switch sees the registration and goes back to the log threads, or the
+/// future sees group commit and asks for them: a pending future never waits
+/// on a log nobody writes for.
+#[test]
+fn a_switch_to_group_commit_never_strands_a_future() {
+    check(|| {
+        let log = Arc::new(Log::new(DEDICATED));
+        log.append(1);
+        let switcher = {
+            let log = log.clone();
+            loom::thread::spawn(move || {
+                log.stages.set_group_unless_async();
+            })
+        };
+        let mut id = 0;
+        let waker = std::task::Waker::noop().clone();
+        let asked = match log.stages.wait_async(at(1), true, &mut id, wait::Completion::Waker(waker)) {
+            pipeline::AsyncWait::NeedsLogThreads => {
+                log.set_active(DEDICATED); // `Log::start_async_io`
+                true
+            }
+            pipeline::AsyncWait::Pending => false,
+            pipeline::AsyncWait::Ready(..) => unreachable!("nobody syncs in this model"),
+        };
+        switcher.join().expect("switcher");
+        assert!(
+            log.stages.dedicated_active(),
+            "INV-27: a future is pending and committers lead (it asked for the log threads: {asked})"
+        );
+        drop(log.stages.cancel_async(at(1), true, id));
+    });
 }

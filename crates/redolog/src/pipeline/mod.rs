@@ -29,8 +29,8 @@ use parking_lot::MutexGuard;
 
 use crate::error::{Error, IoFailure, Result};
 use crate::lsn::{BlockNo, Lsn};
-use crate::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use crate::wait::{EventSlots, PassTime, Spin, Waited};
+use crate::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering};
+use crate::wait::{Completion, EventSlots, PassTime, Spin, Waited};
 
 use stage::Stage;
 
@@ -43,6 +43,17 @@ const EVENT_SLOTS: usize = 1024;
 const MODE_GROUP: u8 = 0;
 /// `Stages::mode`: the dedicated log threads hold the roles.
 const MODE_DEDICATED: u8 = 1;
+
+/// What an asynchronous wait found (`Stages::wait_async`).
+pub(crate) enum AsyncWait {
+    /// Covered, poisoned or shut down: the outcome, and the completion back
+    /// unless a notifier took it (and completes it itself).
+    Ready(Result<()>, Option<Completion<Error>>),
+    /// Registered; a log thread's pass will complete it.
+    Pending,
+    /// Registered, but committers lead: start the dedicated mode (INV-27).
+    NeedsLogThreads,
+}
 
 /// Where a thread waited, for the wait triads (`*_no_waits / *_waits /
 /// *_wait_loops`, docs/DESIGN.md §1.9).
@@ -216,6 +227,10 @@ impl<W> Stages<W> {
         self.ready_events.notify_all();
         self.write.events.notify_all();
         self.sync.events.notify_all();
+        // Poison or shutdown: nothing more will be written or synced.
+        let outcome = || self.check().and(Err(Error::Closed));
+        self.write.wakers.take_all().complete(outcome);
+        self.sync.wakers.take_all().complete(outcome);
         self.space_events.notify_all();
         self.flusher_event.notify_all();
         self.mode_events.notify_all();
@@ -268,6 +283,89 @@ impl<W> Stages<W> {
         self.set_dedicated(false);
         self.shutdown.store(true, Ordering::SeqCst);
         self.wake_everyone();
+    }
+
+    // ---- asynchronous waiters (§1.14, INV-26, INV-27) ----
+
+    /// What covers `lsn` for `stage` now, if anything: done, poisoned, shut down.
+    fn async_outcome<T>(&self, stage: &Stage<T>, lsn: Lsn) -> Option<Result<()>> {
+        if stage.done() >= lsn {
+            Some(Ok(()))
+        } else if self.is_poisoned() {
+            Some(Err(self.poison_error()))
+        } else if self.is_shutdown() {
+            Some(Err(Error::Closed))
+        } else {
+            None
+        }
+    }
+
+    /// An asynchronous wait for `lsn` to be written (`synced: false`) or
+    /// synced: its outcome if it is covered, else `completion` registered in
+    /// the stage's waker slots under `*id` (a new id if 0). INV-26: the
+    /// registration precedes (A1) a second check, so a pass that covers `lsn`
+    /// either finds the entry or is seen by that check. INV-27: if committers
+    /// lead (no log thread will do the I/O), the caller must start the
+    /// dedicated mode.
+    pub(crate) fn wait_async(&self, lsn: Lsn, synced: bool, id: &mut u64, completion: Completion<Error>) -> AsyncWait {
+        let (write, sync) = (&self.write, &self.sync);
+        let wakers = if synced { &sync.wakers } else { &write.wakers };
+        let outcome = || if synced { self.async_outcome(sync, lsn) } else { self.async_outcome(write, lsn) };
+        if let Some(outcome) = outcome() {
+            if *id != 0 {
+                let _ = wakers.cancel(lsn.0, *id);
+            }
+            return AsyncWait::Ready(outcome, Some(completion));
+        }
+        if *id == 0 {
+            *id = wakers.new_id();
+        }
+        wakers.register(lsn.0, *id, completion);
+        if let Some(outcome) = outcome() {
+            // Covered meanwhile. If a notifier took the entry, it completes it.
+            return AsyncWait::Ready(outcome, wakers.cancel(lsn.0, *id));
+        }
+        if self.dedicated_active() {
+            AsyncWait::Pending
+        } else {
+            AsyncWait::NeedsLogThreads
+        }
+    }
+
+    /// Withdraws the asynchronous waiter `id` for `lsn` (a future dropped
+    /// before it completed); returns its completion unless a notifier took it.
+    pub(crate) fn cancel_async(&self, lsn: Lsn, synced: bool, id: u64) -> Option<Completion<Error>> {
+        let wakers = if synced { &self.sync.wakers } else { &self.write.wakers };
+        wakers.cancel(lsn.0, id)
+    }
+
+    /// Whether asynchronous waiters are registered.
+    pub(crate) fn async_pending(&self) -> bool {
+        self.async_waiters() > 0
+    }
+
+    /// Asynchronous waiters registered now.
+    pub(crate) fn async_waiters(&self) -> u64 {
+        u64::from(self.write.wakers.pending()) + u64::from(self.sync.wakers.pending())
+    }
+
+    /// Switches to group commit unless asynchronous waiters need the log
+    /// threads (INV-27); returns whether the mode changed. A waiter that
+    /// registered after the first check sees the switch (A2 pairs with A1) and
+    /// asks for the dedicated mode again; one seen here switches it back.
+    pub(crate) fn set_group_unless_async(&self) -> bool {
+        if self.async_pending() {
+            return false;
+        }
+        let changed = self.set_dedicated(false);
+        // A2: the mode before the counts. With the swap and the loads SeqCst,
+        // A1 alone already orders the pair (the model passes without A2);
+        // kept so each side of the store-buffering pair shows its fence.
+        fence(Ordering::SeqCst);
+        if self.async_pending() {
+            self.set_dedicated(true);
+        }
+        changed
     }
 
     // ---- the mode (INV-17) ----

@@ -7,9 +7,10 @@
 use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, MutexGuard};
 
+use crate::error::Error;
 use crate::lsn::Lsn;
 use crate::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-use crate::wait::{EventSlots, PassTime};
+use crate::wait::{EventSlots, PassTime, WakerSlots};
 
 /// A role of the commit protocol (docs/DESIGN.md §1.5): held by at most one
 /// thread. `held` is the role; the mutex only hands its state to the holder and
@@ -54,6 +55,8 @@ pub(crate) struct Stage<T> {
     pub(super) role: Role<T>,
     /// Threads waiting for `done`, keyed by the LSN they need (INV-10).
     pub(super) events: EventSlots,
+    /// Futures and callbacks waiting for `done`, keyed likewise (INV-26).
+    pub(super) wakers: WakerSlots<Error>,
     /// How long a pass takes: the waiters' spin budget.
     pub(super) pass: PassTime,
 }
@@ -65,6 +68,7 @@ impl<T> Stage<T> {
             demand: CachePadded::new(AtomicU64::new(start.0)),
             role: Role::new(state),
             events: EventSlots::new(slots),
+            wakers: WakerSlots::new(slots),
             pass: PassTime::default(),
         }
     }
@@ -97,8 +101,12 @@ impl<T> Stage<T> {
 
     /// Wakes the waiters covered by a move from `from` to `to` (delegated: the
     /// first one wakes the rest, so the role holder pays for one wake-up).
+    /// The asynchronous waiters covered are woken (futures) or called
+    /// (callbacks) here, on the role holder's thread (§1.14).
     pub(super) fn wake_covered(&self, from: Lsn, to: Lsn) {
+        // Its fence E2 also orders `done` before the wakers' counts.
         self.events.notify_range_delegated(from.0, to.0);
+        self.wakers.take_range(from.0, to.0).complete(|| Ok(()));
     }
 
     /// Takes the role if it is free.

@@ -1,7 +1,11 @@
-//! How threads wait: a short spin, then a park on an LSN-keyed slot.
+//! How threads wait — a short spin, then a park on an LSN-keyed slot — and
+//! where asynchronous waiters (wakers, callbacks) wait: LSN-keyed slots too.
 
 mod event;
 #[cfg(test)]
 mod event_tests;
 
+mod wakers;
+
 pub(crate) use event::{EventSlots, PassTime, Spin, Waited};
+pub(crate) use wakers::{Completion, WakerSlots};

@@ -1,0 +1,211 @@
+//! Durability without a thread per waiter: a future (`Log::wait_async`,
+//! `Log::commit_async`) or a callback (`Log::on_durable`) completed by the
+//! log thread whose write or fdatasync covered it (docs/DESIGN.md §1.14,
+//! INV-26, INV-27).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+
+use crate::config::Durability;
+use crate::error::{Error, Result};
+use crate::log::Log;
+use crate::lsn::Lsn;
+use crate::pipeline::AsyncWait;
+use crate::wait::Completion;
+
+/// The future [`Log::wait_async`] returns: ready once `lsn` has the
+/// durability asked for, with the same promise as [`Log::wait`] — `Ok` only
+/// after the write or fdatasync that covers it returned `Ok`. Works with any
+/// executor: it needs nothing but the `Waker` it is polled with. Dropping it
+/// before it completes withdraws it; nothing leaks.
+///
+/// ```
+/// use redolog::{Config, Durability, Log};
+/// let dir = tempfile::tempdir().unwrap();
+/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// let end = log.append(b"async").unwrap();
+/// // Any executor; a minimal one here.
+/// let ok = std::thread::scope(|_| redolog_block_on(log.wait_async(end, Durability::Synced)));
+/// assert!(ok.is_ok() && log.durable_lsn() >= end);
+/// # fn redolog_block_on<F: std::future::Future>(future: F) -> F::Output {
+/// #     use std::sync::Arc;
+/// #     use std::task::{Context, Poll, Wake};
+/// #     struct Unpark(std::thread::Thread);
+/// #     impl Wake for Unpark { fn wake(self: Arc<Self>) { self.0.unpark() } }
+/// #     let waker = Arc::new(Unpark(std::thread::current())).into();
+/// #     let mut context = Context::from_waker(&waker);
+/// #     let mut future = std::pin::pin!(future);
+/// #     loop {
+/// #         if let Poll::Ready(output) = future.as_mut().poll(&mut context) { return output; }
+/// #         std::thread::park();
+/// #     }
+/// # }
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct DurableFuture<'a> {
+    log: &'a Log,
+    lsn: Lsn,
+    synced: bool,
+    /// The registration in the waker slots (0: none yet).
+    id: u64,
+    /// An error found before the first poll (an LSN past the end).
+    early: Option<Error>,
+    done: bool,
+}
+
+impl std::fmt::Debug for DurableFuture<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DurableFuture").field("lsn", &self.lsn).field("synced", &self.synced).finish_non_exhaustive()
+    }
+}
+
+impl<'a> DurableFuture<'a> {
+    pub(crate) fn new(log: &'a Log, lsn: Lsn, durability: Durability) -> Self {
+        let end = log.core().appender.reserved_end();
+        let early = (lsn > end).then_some(Error::LsnOutOfRange { lsn, end });
+        // `Buffered` needs nothing: ready at once (after the poison check).
+        let (lsn, synced) = match durability {
+            Durability::Buffered => (Lsn(0), false),
+            Durability::Written => (lsn, false),
+            Durability::Synced => (lsn, true),
+        };
+        DurableFuture { log, lsn, synced, id: 0, early, done: false }
+    }
+}
+
+impl Future for DurableFuture<'_> {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Result<()>> {
+        let this = &mut *self;
+        if let Some(error) = this.early.take() {
+            this.done = true;
+            return Poll::Ready(Err(error));
+        }
+        let stages = &this.log.core().stages;
+        let completion = Completion::Waker(context.waker().clone());
+        match stages.wait_async(this.lsn, this.synced, &mut this.id, completion) {
+            AsyncWait::Ready(outcome, _) => {
+                this.done = true;
+                Poll::Ready(outcome)
+            }
+            AsyncWait::Pending => {
+                this.log.core().async_seen.store(true, Ordering::Relaxed);
+                Poll::Pending
+            }
+            AsyncWait::NeedsLogThreads => {
+                this.log.core().async_seen.store(true, Ordering::Relaxed);
+                if let Err(error) = this.log.start_async_io() {
+                    this.done = true;
+                    drop(stages.cancel_async(this.lsn, this.synced, this.id));
+                    return Poll::Ready(Err(error));
+                }
+                // Registered: the log threads' passes complete it now.
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for DurableFuture<'_> {
+    fn drop(&mut self) {
+        if self.id != 0 && !self.done {
+            drop(self.log.core().stages.cancel_async(self.lsn, self.synced, self.id));
+        }
+    }
+}
+
+impl Log {
+    /// Waits for `lsn` without blocking a thread: a future completed by the
+    /// log thread whose write or fdatasync covers `lsn` (docs/DESIGN.md
+    /// §1.14). The same promise as [`Log::wait`]; a poisoned log completes it
+    /// with the poison, `close` and `Drop` with what they synced or
+    /// `Error::Closed`.
+    ///
+    /// While such waiters exist, the log threads do the writes and syncs
+    /// (`Pipeline::Dedicated`) whatever the pipeline setting: an executor's
+    /// thread never blocks in `write` or `fdatasync` for a future. A log set
+    /// to `Pipeline::GroupCommit` goes back to it once no future has waited
+    /// for 100 ms.
+    pub fn wait_async(&self, lsn: Lsn, durability: Durability) -> DurableFuture<'_> {
+        DurableFuture::new(self, lsn, durability)
+    }
+
+    /// Appends `record` and waits for `durability` without blocking a thread:
+    /// `append` + `wait_async`.
+    ///
+    /// ```
+    /// # use redolog::{Config, Durability, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    /// #     use std::sync::Arc;
+    /// #     use std::task::{Context, Poll, Wake};
+    /// #     struct Unpark(std::thread::Thread);
+    /// #     impl Wake for Unpark { fn wake(self: Arc<Self>) { self.0.unpark() } }
+    /// #     let waker = Arc::new(Unpark(std::thread::current())).into();
+    /// #     let mut context = Context::from_waker(&waker);
+    /// #     let mut future = std::pin::pin!(future);
+    /// #     loop {
+    /// #         if let Poll::Ready(output) = future.as_mut().poll(&mut context) { return output; }
+    /// #         std::thread::park();
+    /// #     }
+    /// # }
+    /// let end = block_on(log.commit_async(b"no thread parked for me", Durability::Synced)).unwrap();
+    /// assert!(log.durable_lsn() >= end);
+    /// ```
+    pub async fn commit_async(&self, record: &[u8], durability: Durability) -> Result<Lsn> {
+        let end = self.append(record)?;
+        self.wait_async(end, durability).await?;
+        Ok(end)
+    }
+
+    /// Calls `callback` once `lsn` has `durability` (or with the error that
+    /// means it never will): for callback-style users such as a consensus
+    /// engine's log store. If `lsn` is covered already, `callback` runs at
+    /// once on the calling thread; otherwise on the log thread whose pass
+    /// covered it, under its role — so it must be short, must not block and
+    /// must not call this log's waiting methods (`wait`, `commit`,
+    /// `checkpoint`, `close`): hand the result to another thread or a channel.
+    ///
+    /// ```
+    /// # use redolog::{Config, Durability, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let (sender, receiver) = std::sync::mpsc::channel();
+    /// let end = log.append(b"tell me when").unwrap();
+    /// log.on_durable(end, Durability::Synced, move |result| sender.send(result).unwrap());
+    /// assert!(receiver.recv().unwrap().is_ok());
+    /// assert!(log.durable_lsn() >= end);
+    /// ```
+    pub fn on_durable(&self, lsn: Lsn, durability: Durability, callback: impl FnOnce(Result<()>) + Send + 'static) {
+        let end = self.core().appender.reserved_end();
+        if lsn > end {
+            callback(Err(Error::LsnOutOfRange { lsn, end }));
+            return;
+        }
+        let (lsn, synced) = match durability {
+            Durability::Buffered => (Lsn(0), false),
+            Durability::Written => (lsn, false),
+            Durability::Synced => (lsn, true),
+        };
+        let stages = &self.core().stages;
+        let mut id = 0;
+        match stages.wait_async(lsn, synced, &mut id, Completion::Callback(Box::new(callback))) {
+            AsyncWait::Ready(outcome, Some(Completion::Callback(callback))) => callback(outcome),
+            // A notifier took it and calls it.
+            AsyncWait::Ready(..) => {}
+            AsyncWait::Pending => self.core().async_seen.store(true, Ordering::Relaxed),
+            AsyncWait::NeedsLogThreads => {
+                self.core().async_seen.store(true, Ordering::Relaxed);
+                if let Err(error) = self.start_async_io() {
+                    if let Some(Completion::Callback(callback)) = stages.cancel_async(lsn, synced, id) {
+                        callback(Err(error));
+                    }
+                }
+            }
+        }
+    }
+}
