@@ -59,6 +59,8 @@ pub(crate) struct Core {
     write_intent: crossbeam_utils::CachePadded<AtomicU64>,
     /// An asynchronous waiter registered since the last check (`tick`).
     pub(crate) async_seen: AtomicBool,
+    /// Asynchronous waiters registered in the last interval `tick` checked.
+    async_recent: AtomicBool,
     /// When `tick` next checks whether asynchronous waiters are gone.
     async_check_due_ns: AtomicU64,
 }
@@ -99,6 +101,7 @@ impl Core {
             metrics: MetricsRecorder::new(),
             write_intent: crossbeam_utils::CachePadded::new(AtomicU64::new(start.end.0)),
             async_seen: AtomicBool::new(false),
+            async_recent: AtomicBool::new(false),
             async_check_due_ns: AtomicU64::new(0),
             layout,
             files,
@@ -215,8 +218,12 @@ impl Core {
     }
 
     /// Switches the mode; never to group commit while asynchronous waiters
-    /// need the log threads (INV-27).
+    /// need the log threads (INV-27), nor while they came in the last
+    /// interval (they would switch it back at once).
     pub(crate) fn set_dedicated(&self, dedicated: bool) {
+        if !dedicated && self.async_recent.load(Ordering::Relaxed) {
+            return;
+        }
         let changed = if dedicated { self.stages.set_dedicated(true) } else { self.stages.set_group_unless_async() };
         if changed {
             self.metrics.pipeline_switches.add(1);
@@ -307,14 +314,15 @@ impl Port for Core {
     /// loads.
     fn tick(&self, now: Instant) {
         self.cpu.maybe_sample(now);
-        // Asynchronous waiters switched a group-commit log to its log threads
-        // (INV-27); back once none came for a whole interval, not after each.
-        if self.auto.group_requested()
-            && self.stages.dedicated_active()
-            && self.cpu.due(&self.async_check_due_ns, now, ASYNC_IDLE_BEFORE_GROUP)
-            && !self.async_seen.swap(false, Ordering::Relaxed)
-        {
-            self.set_dedicated(false);
+        // Asynchronous waiters switched the log to its log threads (INV-27);
+        // a log set to group commit goes back once none came for a whole
+        // interval, not after each, and `Auto` leaves them alone meanwhile.
+        if self.cpu.due(&self.async_check_due_ns, now, ASYNC_IDLE_BEFORE_GROUP) {
+            let seen = self.async_seen.swap(false, Ordering::Relaxed);
+            self.async_recent.store(seen, Ordering::Relaxed);
+            if !seen && self.auto.group_requested() && self.stages.dedicated_active() {
+                self.set_dedicated(false);
+            }
         }
         let readings = || Readings {
             wait_ns: self.metrics.commit_wait_ns.get(),

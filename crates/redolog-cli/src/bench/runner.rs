@@ -1,5 +1,5 @@
-//! Running one point: N threads committing for a fixed time, with sysbench-style
-//! interval lines.
+//! Running one point: N threads (or, for `async`, N Tokio tasks) committing
+//! for a fixed time, with sysbench-style interval lines.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -115,6 +115,70 @@ fn commit_loop(
     Ok(())
 }
 
+/// Stops the workers of a point once `stop` is set: joins them, returns the
+/// first error.
+type Join = Box<dyn FnOnce() -> Result<(), BoxError>>;
+
+/// One thread per `workload.threads`, each running `commit_loop`.
+fn start_threads(
+    system: &Arc<dyn System>,
+    workload: &Workload,
+    stop: &Arc<AtomicBool>,
+    stats: &[Arc<ThreadStats>],
+) -> Join {
+    let threads: Vec<_> = stats
+        .iter()
+        .map(|stats| {
+            let (system, stop, stats, workload) = (system.clone(), stop.clone(), stats.clone(), *workload);
+            std::thread::spawn(move || commit_loop(&*system, &workload, &stop, &stats))
+        })
+        .collect();
+    Box::new(move || {
+        for thread in threads {
+            thread.join().map_err(|_| "a benchmark thread panicked")??;
+        }
+        Ok(())
+    })
+}
+
+/// `workload.threads` Tokio tasks on one worker thread per usable CPU, each
+/// committing through `commit_async` and awaiting it: no thread per waiter.
+fn start_tasks(
+    log: &Arc<redolog::Log>,
+    workload: &Workload,
+    stop: &Arc<AtomicBool>,
+    stats: &[Arc<ThreadStats>],
+) -> Result<Join, BoxError> {
+    let workers = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(workers).build()?;
+    let tasks: Vec<_> = stats
+        .iter()
+        .map(|stats| {
+            let (log, stop, stats, workload) = (log.clone(), stop.clone(), stats.clone(), *workload);
+            runtime.spawn(async move {
+                let record = vec![0x5Au8; workload.record_bytes];
+                let mut commits = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    log.commit_async(&record, workload.durability).await?;
+                    stats.latency_us.lock().saturating_record(started.elapsed().as_micros().max(1) as u64);
+                    commits += 1;
+                    stats.commits.store(commits, Ordering::Relaxed);
+                }
+                Ok::<(), redolog::Error>(())
+            })
+        })
+        .collect();
+    Ok(Box::new(move || {
+        runtime.block_on(async {
+            for task in tasks {
+                task.await.map_err(|_| "a benchmark task panicked")??;
+            }
+            Ok::<(), BoxError>(())
+        })
+    }))
+}
+
 /// Runs `workload` against `system` and measures it.
 /// `progress` advances once per measured second; interval lines print above it.
 pub fn run_point(
@@ -129,13 +193,10 @@ pub fn run_point(
     let fsyncs_before = sync_hook::calls();
     let cpu_before = process_cpu_time();
     let started = Instant::now();
-    let threads: Vec<_> = stats
-        .iter()
-        .map(|stats| {
-            let (system, stop, stats) = (system.clone(), stop.clone(), stats.clone());
-            std::thread::spawn(move || commit_loop(&*system, &workload, &stop, &stats))
-        })
-        .collect();
+    let workers = match system.async_log() {
+        Some(log) => start_tasks(&log, &workload, &stop, &stats)?,
+        None => start_threads(system, &workload, &stop, &stats),
+    };
     let mut total = new_histogram();
     let mut window = new_histogram();
     let mut second = 1;
@@ -173,9 +234,7 @@ pub fn run_point(
     }
     let _ = total.add(&window);
     stop.store(true, Ordering::Relaxed);
-    for thread in threads {
-        thread.join().map_err(|_| "a benchmark thread panicked")??;
-    }
+    workers()?;
     let elapsed = started.elapsed();
     for stats in &stats {
         let _ = total.add(&*stats.latency_us.lock());
