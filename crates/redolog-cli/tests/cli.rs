@@ -233,3 +233,20 @@ fn read_back_reads_every_group_both_ways() {
     let stdout = text(&output.stdout);
     assert!(stdout.contains("read_from GiB/s") && stdout.contains("median"), "{stdout}");
 }
+
+/// `redolog bench --async`: tasks awaiting `commit_async` beside the thread
+/// path, in one table.
+#[test]
+fn bench_async_runs_tasks_beside_threads() {
+    let stdout = bench(&["--async", "--tasks", "8", "--time", "0.3", "--device", "tmpfs"]);
+    // Table rows: the system, then the task count.
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|line| {
+            let mut words = line.split_whitespace();
+            matches!(words.next(), Some("async" | "redolog")) && words.next() == Some("8")
+        })
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}\n{stdout}");
+    assert!(stdout.contains("× redolog"), "{stdout}");
+}

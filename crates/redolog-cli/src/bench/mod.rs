@@ -67,8 +67,8 @@ impl DurabilityArg {
 /// Options of `redolog bench`.
 #[derive(Clone, Debug, Args)]
 pub struct BenchOptions {
-    /// Thread counts to sweep.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+    /// Thread counts to sweep (with `async`: task counts; `--tasks` is an alias).
+    #[arg(long, alias = "tasks", value_delimiter = ',', default_value = "1,4,16,64")]
     pub threads: Vec<usize>,
     /// Bytes per record.
     #[arg(long, default_value_t = 128)]
@@ -121,6 +121,10 @@ pub struct BenchOptions {
     /// this SVG file, and the same as a PNG beside it (FILE.png).
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Commit through futures: run the `async` system (Tokio tasks awaiting
+    /// `commit_async`) beside the thread path (`redolog`) at the same counts.
+    #[arg(long = "async")]
+    pub async_tasks: bool,
     /// Reproduce one public report's experiment (MySQL bugs #95390 and #77094,
     /// the CPU-quota and few-cores blog posts): it sets the systems, threads,
     /// durability and CPU limit, and prints the report's figure next to ours
@@ -153,10 +157,14 @@ impl Contender {
 
 /// Runs the benchmark and prints the table.
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
-    let options = &match options.scenario {
+    let mut options = match options.scenario {
         Some(scenario) => scenario.options(options),
         None => options.clone(),
     };
+    if options.async_tasks {
+        options.systems = ["async", "redolog"].into_iter().filter_map(SystemKind::named).collect();
+    }
+    let options = &options;
     // Before any thread starts: every thread inherits the limit.
     let quota = options.cpu_quota.map(quota::CpuQuota::apply).transpose()?;
     let parent = options.device.parent_dir(options.dir.as_deref())?;
