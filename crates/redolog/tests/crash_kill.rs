@@ -226,7 +226,7 @@ fn crash_child() {
                         // Every other cycle of the four deaths: through a
                         // future, completed by the log thread whose fdatasync
                         // covered it (DESIGN §1.14).
-                        block_on(log.wait_async(end, Durability::Synced)).expect("wait_async");
+                        common::block_on(log.wait_async(end, Durability::Synced)).expect("wait_async");
                     } else {
                         log.wait(end, Durability::Synced).expect("wait");
                     }
@@ -240,26 +240,6 @@ fn crash_child() {
         .collect();
     for worker in workers {
         worker.join().expect("worker");
-    }
-}
-
-/// Polls `future` on this thread, parking between wake-ups: the smallest
-/// executor, enough to commit through a future.
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Arc::new(Unpark(std::thread::current())).into();
-    let mut context = std::task::Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
-            return output;
-        }
-        std::thread::park();
     }
 }
 

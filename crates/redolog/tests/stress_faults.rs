@@ -5,7 +5,8 @@
 //! (docs/RELIABILITY.md K2; INV-5, INV-6, INV-17).
 //! Method: a randomised-yield stress test standing in for shuttle (which would
 //! need the crate's atomics and locks swapped for its own). Each round runs 8
-//! committers (a mix of Synced and Written commits of 1–3 records), a thread
+//! committers (a mix of Synced and Written commits of 1–3 records; half of them
+//! wait through `wait_async` futures), a thread
 //! flipping the pipeline between group commit and dedicated, and a checkpointer,
 //! on `FaultyStorage<CrashStorage>` whose k-th fdatasync (random k) fails. Every
 //! failpoint of `redolog::FAILPOINTS` yields or sleeps at random
@@ -61,7 +62,14 @@ fn committer(log: &Log, id: usize, seed: u64, synced_end: &AtomicU64) -> Thread 
         let durability = if rng.bool() { Durability::Synced } else { Durability::Written };
         let result = log.append_group(&slices).and_then(|end| {
             thread.appended.push((end, records.clone()));
-            log.wait(end, durability).map(|()| end)
+            if id % 2 == 1 {
+                // Half the committers wait through futures (DESIGN §1.14):
+                // thread and asynchronous waiters on one log, under the
+                // pipeline flips (INV-27) and the failing fdatasync.
+                common::block_on(log.wait_async(end, durability)).map(|()| end)
+            } else {
+                log.wait(end, durability).map(|()| end)
+            }
         });
         match result {
             Ok(end) => {

@@ -147,3 +147,23 @@ pub fn loom_check(default_bound: usize, model: impl Fn() + Sync + Send + 'static
     };
     builder.check(model);
 }
+
+/// Polls `future` on this thread, parking between wake-ups: the smallest
+/// executor, enough to commit through a future (`Log::wait_async`).
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::sync::Arc::new(Unpark(std::thread::current())).into();
+    let mut context = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+        std::thread::park();
+    }
+}
