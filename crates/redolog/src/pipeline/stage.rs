@@ -106,7 +106,7 @@ impl<T> Stage<T> {
     pub(super) fn wake_covered(&self, from: Lsn, to: Lsn) {
         // Its fence E2 also orders `done` before the wakers' counts.
         self.events.notify_range_delegated(from.0, to.0);
-        self.wakers.take_range(from.0, to.0).complete(|| Ok(()));
+        self.wakers.take_range(from.0, to.0).complete(|_| Ok(()));
     }
 
     /// Takes the role if it is free.

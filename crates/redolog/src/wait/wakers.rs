@@ -44,13 +44,13 @@ struct Entry<E> {
 /// place: waking is short and never blocks (the executor's contract), and
 /// taking them needs no allocation.
 #[must_use = "the callbacks taken must be called"]
-pub(crate) struct Taken<E>(Vec<Callback<E>>);
+pub(crate) struct Taken<E>(Vec<(u64, Callback<E>)>);
 
 impl<E> Taken<E> {
-    /// Calls every callback taken with what `outcome` returns.
-    pub(crate) fn complete(self, outcome: impl Fn() -> Result<(), E>) {
-        for callback in self.0 {
-            callback(outcome());
+    /// Calls every callback taken with what `outcome` returns for its LSN.
+    pub(crate) fn complete(self, outcome: impl Fn(u64) -> Result<(), E>) {
+        for (lsn, callback) in self.0 {
+            callback(outcome(lsn));
         }
     }
 }
@@ -165,7 +165,7 @@ impl<E> WakerSlots<E> {
         Taken(taken)
     }
 
-    fn take_from(&self, index: usize, covered: impl Fn(u64) -> bool, callbacks: &mut Vec<Callback<E>>) {
+    fn take_from(&self, index: usize, covered: impl Fn(u64) -> bool, callbacks: &mut Vec<(u64, Callback<E>)>) {
         let mut slot = self.slots[index].lock();
         let before = slot.len();
         let mut kept = 0;
@@ -180,7 +180,7 @@ impl<E> WakerSlots<E> {
         for entry in slot.drain(kept..) {
             match entry.completion {
                 Completion::Waker(waker) => waker.wake(),
-                Completion::Callback(callback) => callbacks.push(callback),
+                Completion::Callback(callback) => callbacks.push((entry.lsn, callback)),
             }
         }
         let removed = (before - kept) as u32;
