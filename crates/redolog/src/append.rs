@@ -95,17 +95,14 @@ pub(crate) struct Appender {
 impl Appender {
     /// An appender whose next group starts at `end`; `last_block` is the image
     /// of the block holding `end`.
-    pub(crate) fn new(ring_bytes: usize, end: Lsn, last_block: &[u8], group_bytes_max: u64, ring_blocks: u64) -> Self {
+    /// `group_bytes_max` is the configured limit, `capacity` the files' own
+    /// (`Layout::group_bytes_max`).
+    pub(crate) fn new(ring_bytes: usize, end: Lsn, last_block: &[u8], group_bytes_max: u64, capacity: u64) -> Self {
         let mut ring = RingBuffer::new(ring_bytes);
         ring.load_block(end.block(), last_block);
         // Reach 1/16 of the ring, as MySQL sizes recent_written (1 MiB by default).
         let link_capacity = (ring_bytes >> (4 + crate::link_buf::GRANULE_SHIFT)).max(256);
-        Appender {
-            ring,
-            link: LinkBuf::new(link_capacity, end.0, end.to_sn().0),
-            group_bytes_max,
-            capacity: (ring_blocks - 2) * BLOCK_DATA_BYTES as u64,
-        }
+        Appender { ring, link: LinkBuf::new(link_capacity, end.0, end.to_sn().0), group_bytes_max, capacity }
     }
 
     /// The ring the writer reads from.

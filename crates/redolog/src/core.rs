@@ -82,7 +82,7 @@ impl Core {
             start.end,
             &start.last_block,
             config.group_bytes_max,
-            layout.ring_blocks,
+            layout.group_bytes_max(),
         );
         let unsynced_blocks = unsynced_bytes_max / crate::format::BLOCK_BYTES as u64;
         let checkpoints = Checkpoints::new(

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::format::{BlockState, BLOCK_DATA_BYTES};
+use crate::format::BlockState;
 use crate::lsn::{BlockNo, Lsn};
 use crate::recovery::{BlockReader, Group, GroupReader, Step, StreamEnd};
 
@@ -91,12 +91,7 @@ impl<'a> LogReader<'a> {
         }
         let reader = LogReader {
             core,
-            groups: GroupReader::new(
-                BlockReader::new(core.files.clone(), core.layout),
-                from,
-                true,
-                group_bytes_max(core),
-            ),
+            groups: GroupReader::new(BlockReader::new(core.files.clone(), core.layout), from, true),
             position: from,
             limit: from,
             checked: false,
@@ -259,7 +254,7 @@ impl<'a> LogReader<'a> {
         if header.first_group == 0 || first > from {
             return Err(not_a_boundary(from));
         }
-        let mut walk = GroupReader::new(blocks, first, false, group_bytes_max(self.core)).with_limit(from);
+        let mut walk = GroupReader::new(blocks, first, false).with_limit(from);
         while walk.position() < from {
             match walk.next_step()? {
                 Step::Group(_) => {}
@@ -283,9 +278,4 @@ impl Iterator for LogReader<'_> {
 
 fn not_a_boundary(lsn: Lsn) -> Error {
     Error::InvalidLsn { lsn, reason: "no group starts there (read from a group's start or end)" }
-}
-
-/// The largest group the log can hold, as recovery bounds it.
-fn group_bytes_max(core: &Core) -> u64 {
-    (core.layout.ring_blocks - 2) * BLOCK_DATA_BYTES as u64
 }

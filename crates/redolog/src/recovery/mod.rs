@@ -65,9 +65,8 @@ impl Recovery {
         (start, end): (Lsn, Lsn),
         log_end: LogEnd,
     ) -> Self {
-        let group_bytes_max = (layout.ring_blocks - 2) * crate::format::BLOCK_DATA_BYTES as u64;
-        let reader = (start < end)
-            .then(|| GroupReader::new(BlockReader::new(files, layout), start, true, group_bytes_max).with_limit(end));
+        let reader =
+            (start < end).then(|| GroupReader::new(BlockReader::new(files, layout), start, true).with_limit(end));
         Recovery { checkpoint_lsn, start, end, log_end, reader }
     }
 

@@ -196,8 +196,6 @@ pub(crate) struct GroupReader {
     /// Stop before this LSN (used to re-read a known-good range).
     limit: Option<Lsn>,
     keep_data: bool,
-    /// Largest group the format and the log allow; larger headers are damage.
-    group_bytes_max: u64,
     /// Scratch space for group and record headers.
     scratch: Vec<u8>,
     /// Every valid block seen, for the durable frontier: max `synced_block`.
@@ -213,7 +211,9 @@ enum Read {
 }
 
 impl GroupReader {
-    pub(crate) fn new(blocks: BlockReader, position: Lsn, keep_data: bool, group_bytes_max: u64) -> Self {
+    /// A reader of the groups from `position`, keeping their bytes or not;
+    /// groups larger than the files hold are damage.
+    pub(crate) fn new(blocks: BlockReader, position: Lsn, keep_data: bool) -> Self {
         debug_assert!(position.is_data_position());
         GroupReader {
             blocks,
@@ -221,7 +221,6 @@ impl GroupReader {
             current: None,
             limit: None,
             keep_data,
-            group_bytes_max,
             scratch: Vec::with_capacity(GROUP_HEADER_BYTES),
             max_synced_block: BlockNo(0),
             last_valid_block: None,
@@ -369,7 +368,7 @@ impl GroupReader {
             Err(stop) => return Ok(Self::stopped(group_start, self.position, stop)),
         };
         let header = GroupHeader::decode(&raw);
-        if !header.is_plausible() || header.total_bytes() > self.group_bytes_max {
+        if !header.is_plausible() || header.total_bytes() > self.blocks.layout.group_bytes_max() {
             let reason = format!("group header claims {} records in {} bytes", header.record_count, header.body_bytes);
             return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
         }
@@ -390,7 +389,7 @@ impl GroupReader {
 
     /// Reads the group's body in one go, then finds its records in memory.
     fn read_records(&mut self, group_start: Lsn, header: GroupHeader) -> Result<Step> {
-        // The body is bounded by `group_bytes_max` (checked by the caller).
+        // The body is bounded by `Layout::group_bytes_max` (checked by the caller).
         let mut body = if self.keep_data {
             Vec::with_capacity(header.body_bytes as usize)
         } else {

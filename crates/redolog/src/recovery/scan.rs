@@ -68,7 +68,7 @@ struct Start {
 }
 
 /// Finds the first group start at or after the checkpoint LSN (FORMAT.md §7 step 2).
-fn find_start(files: &Arc<Files>, layout: &Layout, checkpoint: Lsn, group_bytes_max: u64) -> Result<Start> {
+fn find_start(files: &Arc<Files>, layout: &Layout, checkpoint: Lsn) -> Result<Start> {
     let at_checkpoint = Start { lsn: checkpoint, torn_group_end: None };
     let mut blocks = BlockReader::new(files.clone(), *layout);
     // Nothing durable at the checkpoint: the log continues there. If data after it
@@ -109,7 +109,7 @@ fn find_start(files: &Arc<Files>, layout: &Layout, checkpoint: Lsn, group_bytes_
             }
         }
     }
-    let mut groups = GroupReader::new(BlockReader::new(files.clone(), *layout), first, false, group_bytes_max);
+    let mut groups = GroupReader::new(BlockReader::new(files.clone(), *layout), first, false);
     while groups.position() < checkpoint {
         match groups.next_step()? {
             Step::Group(group) => first = group.end_lsn(),
@@ -130,10 +130,9 @@ pub(crate) fn scan(
     checkpoint: &CheckpointSlot,
     unsynced_blocks: u64,
 ) -> Result<ScanResult> {
-    let group_bytes_max = (layout.ring_blocks - 2) * BLOCK_DATA_BYTES as u64;
     let checkpoint_lsn = Lsn(checkpoint.lsn);
-    let start = find_start(files, layout, checkpoint_lsn, group_bytes_max)?;
-    let mut groups = GroupReader::new(BlockReader::new(files.clone(), *layout), start.lsn, false, group_bytes_max);
+    let start = find_start(files, layout, checkpoint_lsn)?;
+    let mut groups = GroupReader::new(BlockReader::new(files.clone(), *layout), start.lsn, false);
     let (end, stream_end, why) = match start.torn_group_end {
         Some(stream_end) => (start.lsn, stream_end, StreamEnd::PartialBlock),
         None => loop {
