@@ -70,7 +70,7 @@ mod event;
 
 /// `crate::wait`.
 mod wait {
-    pub(crate) use crate::event::{EventSlots, PassTime, Spin, Waited};
+    pub(crate) use crate::event::{slot_of, slots_covering, EventSlots, PassTime, Spin, Waited};
     pub(crate) use crate::wakers::{Completion, WakerSlots};
 }
 

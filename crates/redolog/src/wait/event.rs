@@ -141,6 +141,27 @@ fn spin(policy: Spin, ready: &impl Fn() -> bool, waited: &mut Waited) -> bool {
     outcome
 }
 
+/// The slot of a waiter for `lsn` among `mask + 1` slots: the block holding
+/// the byte before `lsn`, modulo the slots (MySQL's flush_events key). Parked
+/// threads (`EventSlots`) and futures (`WakerSlots`) share it, so a pass
+/// visits the same slots for both.
+pub(crate) fn slot_of(lsn: u64, mask: u64) -> usize {
+    ((lsn.saturating_sub(1) / BLOCK_BYTES as u64) & mask) as usize
+}
+
+/// Blocks in `(old, new]`: the first, and how many. Precondition: `old < new`.
+fn blocks_between(old: u64, new: u64) -> (u64, u64) {
+    let first = old / BLOCK_BYTES as u64;
+    (first, (new - 1) / BLOCK_BYTES as u64 - first + 1)
+}
+
+/// The slots of the waiters a move from `old` to `new` covers: those of the
+/// blocks in `(old, new]`, each slot at most once. Precondition: `old < new`.
+pub(crate) fn slots_covering(old: u64, new: u64, mask: u64) -> impl Iterator<Item = usize> {
+    let (first, blocks) = blocks_between(old, new);
+    (first..first + blocks.min(mask + 1)).map(move |block| (block & mask) as usize)
+}
+
 /// A set of LSN-keyed wait slots.
 pub(crate) struct EventSlots {
     /// Waiters parked or about to park, per slot. A slot's address is its park key.
@@ -168,11 +189,7 @@ impl EventSlots {
     /// Waiters counted in the slot of `lsn` (for the unit tests).
     #[cfg(test)]
     pub(crate) fn slot_waiters(&self, lsn: u64) -> u32 {
-        self.slots[self.slot_index(lsn)].load(Ordering::SeqCst)
-    }
-
-    fn slot_index(&self, lsn: u64) -> usize {
-        ((lsn.saturating_sub(1) / BLOCK_BYTES as u64) & self.mask) as usize
+        self.slots[slot_of(lsn, self.mask)].load(Ordering::SeqCst)
     }
 
     fn key(&self, index: usize) -> usize {
@@ -200,7 +217,7 @@ impl EventSlots {
     }
 
     fn park_until(&self, lsn: u64, deadline: Option<Instant>, ready: &impl Fn() -> bool, waited: &mut Waited) -> bool {
-        let index = self.slot_index(lsn);
+        let index = slot_of(lsn, self.mask);
         // INV-10: count ourselves in before evaluating the predicate (in `park`'s
         // validate, under the bucket lock); a notifier publishes its value before
         // reading these counts. SeqCst on both sides: store-buffering.
@@ -257,11 +274,7 @@ impl EventSlots {
         if new <= old || self.waiters.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let first = old / BLOCK_BYTES as u64;
-        let last = (new - 1) / BLOCK_BYTES as u64;
-        let span = (last - first + 1).min(self.mask + 1);
-        for block in first..first + span {
-            let index = (block & self.mask) as usize;
+        for index in slots_covering(old, new, self.mask) {
             if self.slots[index].load(Ordering::SeqCst) == 0 {
                 continue;
             }
@@ -292,15 +305,11 @@ impl EventSlots {
         if new <= old || self.waiters.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let first = old / BLOCK_BYTES as u64;
-        let last = (new - 1) / BLOCK_BYTES as u64;
-        let span = last - first + 1;
-        if span > self.mask + 1 {
+        if blocks_between(old, new).1 > self.mask + 1 {
             self.notify_range(old, new);
             return;
         }
-        for block in first..first + span {
-            let index = (block & self.mask) as usize;
+        for index in slots_covering(old, new, self.mask) {
             if self.slots[index].load(Ordering::SeqCst) == 0 {
                 continue;
             }
@@ -327,7 +336,7 @@ impl EventSlots {
     /// successor for a role (INV-11).
     pub(crate) fn kick(&self, lsn: u64, done: u64) {
         fence(Ordering::SeqCst); // E2
-        let index = self.slot_index(lsn);
+        let index = slot_of(lsn, self.mask);
         if self.slots[index].load(Ordering::SeqCst) == 0 {
             return;
         }

@@ -7,5 +7,5 @@ mod event_tests;
 
 mod wakers;
 
-pub(crate) use event::{EventSlots, PassTime, Spin, Waited};
+pub(crate) use event::{slot_of, slots_covering, EventSlots, PassTime, Spin, Waited};
 pub(crate) use wakers::{Completion, WakerSlots};

@@ -3,7 +3,8 @@
 //! pass wakes exactly the waiters it covered, with no thread per waiter
 //! (docs/DESIGN.md §1.14, INV-26).
 //!
-//! A waiter for LSN `L` is kept in slot `((L − 1) / 512) mod slots`. The
+//! A waiter for LSN `L` is kept in slot `((L − 1) / 512) mod slots` (the
+//! `slot_of` of `event.rs`: the same slots the threads use). The
 //! registrar inserts its entry and counts it under the slot's lock, then (A1)
 //! re-reads the value it waits for; the notifier publishes the value, then
 //! (E2, its caller's) reads the counts: store-buffering, so one of the two sees
@@ -14,9 +15,9 @@ use std::task::Waker;
 
 use crossbeam_utils::CachePadded;
 
-use crate::geometry::BLOCK_BYTES;
 use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::sync::Mutex;
+use crate::wait::{slot_of, slots_covering};
 
 /// A callback waiting for an outcome.
 pub(crate) type Callback<E> = Box<dyn FnOnce(Result<(), E>) + Send>;
@@ -81,10 +82,6 @@ impl<E> WakerSlots<E> {
         }
     }
 
-    fn slot_index(&self, lsn: u64) -> usize {
-        ((lsn.saturating_sub(1) / BLOCK_BYTES as u64) & self.mask) as usize
-    }
-
     /// Waiters registered now (for the mode: INV-27).
     pub(crate) fn pending(&self) -> u32 {
         self.total.load(Ordering::SeqCst)
@@ -99,7 +96,7 @@ impl<E> WakerSlots<E> {
     /// executes A1: the caller re-reads the value it waits for after this
     /// returns, and `cancel`s if it is already covered.
     pub(crate) fn register(&self, lsn: u64, id: u64, completion: Completion<E>) {
-        let index = self.slot_index(lsn);
+        let index = slot_of(lsn, self.mask);
         {
             let mut slot = self.slots[index].lock();
             if let Some(entry) = slot.iter_mut().find(|entry| entry.id == id) {
@@ -120,7 +117,7 @@ impl<E> WakerSlots<E> {
     /// (a future completed by its own check, or dropped) and returns what
     /// would have completed it; `None` if a notifier took it.
     pub(crate) fn cancel(&self, lsn: u64, id: u64) -> Option<Completion<E>> {
-        let index = self.slot_index(lsn);
+        let index = slot_of(lsn, self.mask);
         let mut slot = self.slots[index].lock();
         let position = slot.iter().position(|entry| entry.id == id)?;
         let entry = slot.swap_remove(position);
@@ -137,11 +134,7 @@ impl<E> WakerSlots<E> {
         if new <= old || self.total.load(Ordering::SeqCst) == 0 {
             return Taken(taken);
         }
-        let first = old / BLOCK_BYTES as u64;
-        let last = (new - 1) / BLOCK_BYTES as u64;
-        let span = (last - first + 1).min(self.mask + 1);
-        for block in first..first + span {
-            let index = (block & self.mask) as usize;
+        for index in slots_covering(old, new, self.mask) {
             if self.counts[index].load(Ordering::SeqCst) == 0 {
                 continue;
             }
