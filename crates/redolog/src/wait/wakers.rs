@@ -15,7 +15,7 @@ use std::task::Waker;
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use crate::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::sync::Mutex;
 use crate::wait::{slot_of, slots_covering};
 
@@ -56,6 +56,10 @@ impl<E> Taken<E> {
     }
 }
 
+/// Waiters each slot has room for from the first registration on (a
+/// pass covers a slot's block at a time; more than this in one block grow it).
+const SLOT_CAPACITY: usize = 4;
+
 /// LSN-keyed slots of asynchronous waiters.
 pub(crate) struct WakerSlots<E> {
     slots: Box<[Slot<E>]>,
@@ -66,6 +70,10 @@ pub(crate) struct WakerSlots<E> {
     total: CachePadded<AtomicU32>,
     /// The next registration id.
     next_id: AtomicU64,
+    /// Whether every slot has its capacity reserved (at the first
+    /// registration): a log that never waits asynchronously pays nothing, one
+    /// that does never allocates in a slot again.
+    reserved: AtomicBool,
     mask: u64,
 }
 
@@ -78,6 +86,7 @@ impl<E> WakerSlots<E> {
             counts: (0..count).map(|_| AtomicU32::new(0)).collect(),
             total: CachePadded::new(AtomicU32::new(0)),
             next_id: AtomicU64::new(1),
+            reserved: AtomicBool::new(false),
             mask: count as u64 - 1,
         }
     }
@@ -96,6 +105,11 @@ impl<E> WakerSlots<E> {
     /// executes A1: the caller re-reads the value it waits for after this
     /// returns, and `cancel`s if it is already covered.
     pub(crate) fn register(&self, lsn: u64, id: u64, completion: Completion<E>) {
+        // Relaxed: only who reserves is decided here; the slots' locks order
+        // the rest.
+        if !self.reserved.load(Ordering::Relaxed) && !self.reserved.swap(true, Ordering::Relaxed) {
+            self.reserve_all();
+        }
         let index = slot_of(lsn, self.mask);
         {
             let mut slot = self.slots[index].lock();
@@ -111,6 +125,15 @@ impl<E> WakerSlots<E> {
             }
         }
         fence(Ordering::SeqCst); // A1: our count before our read of the value
+    }
+
+    /// Gives every slot room for a few waiters, so that no registration
+    /// allocates later: which slots a workload first fills depends on which
+    /// futures its syncs beat to the first poll.
+    fn reserve_all(&self) {
+        for slot in &*self.slots {
+            slot.lock().reserve(SLOT_CAPACITY);
+        }
     }
 
     /// Removes the waiter `id` for `lsn` if a notifier has not taken it yet
