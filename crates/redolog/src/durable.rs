@@ -63,13 +63,9 @@ impl std::fmt::Debug for DurableFuture<'_> {
 
 impl<'a> DurableFuture<'a> {
     pub(crate) fn new(log: &'a Log, lsn: Lsn, durability: Durability) -> Self {
-        let end = log.core().appender.reserved_end();
-        let early = (lsn > end).then_some(Error::LsnOutOfRange { lsn, end });
-        // `Buffered` needs nothing: ready at once (after the poison check).
-        let (lsn, synced) = match durability {
-            Durability::Buffered => (Lsn(0), false),
-            Durability::Written => (lsn, false),
-            Durability::Synced => (lsn, true),
+        let ((lsn, synced), early) = match log.async_target(lsn, durability) {
+            Ok(target) => (target, None),
+            Err(error) => ((lsn, false), Some(error)),
         };
         DurableFuture { log, lsn, synced, id: 0, early, done: false }
     }
@@ -84,27 +80,14 @@ impl Future for DurableFuture<'_> {
             this.done = true;
             return Poll::Ready(Err(error));
         }
-        let stages = &this.log.core().stages;
         let completion = Completion::Waker(context.waker().clone());
-        match stages.wait_async(this.lsn, this.synced, &mut this.id, completion) {
-            AsyncWait::Ready(outcome, _) => {
+        match this.log.register_async((this.lsn, this.synced), &mut this.id, completion) {
+            Some((outcome, _)) => {
                 this.done = true;
                 Poll::Ready(outcome)
             }
-            AsyncWait::Pending => {
-                this.log.core().async_seen.store(true, Ordering::Relaxed);
-                Poll::Pending
-            }
-            AsyncWait::NeedsLogThreads => {
-                this.log.core().async_seen.store(true, Ordering::Relaxed);
-                if let Err(error) = this.log.start_async_io() {
-                    this.done = true;
-                    drop(stages.cancel_async(this.lsn, this.synced, this.id));
-                    return Poll::Ready(Err(error));
-                }
-                // Registered: the log threads' passes complete it now.
-                Poll::Pending
-            }
+            // The log threads' passes complete it.
+            None => Poll::Pending,
         }
     }
 }
@@ -181,31 +164,55 @@ impl Log {
     /// assert!(log.durable_lsn() >= end);
     /// ```
     pub fn on_durable(&self, lsn: Lsn, durability: Durability, callback: impl FnOnce(Result<()>) + Send + 'static) {
+        let target = match self.async_target(lsn, durability) {
+            Ok(target) => target,
+            Err(error) => return callback(Err(error)),
+        };
+        let completion = Completion::Callback(Box::new(callback));
+        // Pending: a pass calls it; finished without it: a notifier took it
+        // and calls it.
+        if let Some((outcome, Some(Completion::Callback(callback)))) = self.register_async(target, &mut 0, completion) {
+            callback(outcome);
+        }
+    }
+
+    /// What an asynchronous wait for `lsn` with `durability` waits for:
+    /// `(lsn, synced)` for `Stages::wait_async` (`Buffered` needs nothing: LSN
+    /// 0, covered at once after the poison check), or the error for an LSN
+    /// past the end.
+    fn async_target(&self, lsn: Lsn, durability: Durability) -> Result<(Lsn, bool)> {
         let end = self.core().appender.reserved_end();
         if lsn > end {
-            callback(Err(Error::LsnOutOfRange { lsn, end }));
-            return;
+            return Err(Error::LsnOutOfRange { lsn, end });
         }
-        let (lsn, synced) = match durability {
+        Ok(match durability {
             Durability::Buffered => (Lsn(0), false),
             Durability::Written => (lsn, false),
             Durability::Synced => (lsn, true),
-        };
+        })
+    }
+
+    /// Registers an asynchronous waiter under `*id` (INV-26) and makes sure a
+    /// log thread does its I/O (INV-27). `None`: pending, a pass completes
+    /// it. `Some`: finished now — the outcome, and the completion back unless
+    /// a notifier took it (and completes it itself).
+    fn register_async(
+        &self,
+        (lsn, synced): (Lsn, bool),
+        id: &mut u64,
+        completion: Completion<Error>,
+    ) -> Option<(Result<()>, Option<Completion<Error>>)> {
         let stages = &self.core().stages;
-        let mut id = 0;
-        match stages.wait_async(lsn, synced, &mut id, Completion::Callback(Box::new(callback))) {
-            AsyncWait::Ready(outcome, Some(Completion::Callback(callback))) => callback(outcome),
-            // A notifier took it and calls it.
-            AsyncWait::Ready(..) => {}
-            AsyncWait::Pending => self.core().async_seen.store(true, Ordering::Relaxed),
+        match stages.wait_async(lsn, synced, id, completion) {
+            AsyncWait::Ready(outcome, completion) => return Some((outcome, completion)),
+            AsyncWait::Pending => {}
             AsyncWait::NeedsLogThreads => {
-                self.core().async_seen.store(true, Ordering::Relaxed);
                 if let Err(error) = self.start_async_io() {
-                    if let Some(Completion::Callback(callback)) = stages.cancel_async(lsn, synced, id) {
-                        callback(Err(error));
-                    }
+                    return Some((Err(error), stages.cancel_async(lsn, synced, *id)));
                 }
             }
         }
+        self.core().async_seen.store(true, Ordering::Relaxed);
+        None
     }
 }

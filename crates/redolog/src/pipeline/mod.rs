@@ -30,7 +30,7 @@ use parking_lot::MutexGuard;
 use crate::error::{Error, IoFailure, Result};
 use crate::lsn::{BlockNo, Lsn};
 use crate::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering};
-use crate::wait::{Completion, EventSlots, PassTime, Spin, Waited};
+use crate::wait::{Completion, EventSlots, PassTime, Spin, Waited, WakerSlots};
 
 use stage::Stage;
 
@@ -312,9 +312,9 @@ impl<W> Stages<W> {
     /// lead (no log thread will do the I/O), the caller must start the
     /// dedicated mode.
     pub(crate) fn wait_async(&self, lsn: Lsn, synced: bool, id: &mut u64, completion: Completion<Error>) -> AsyncWait {
-        let (write, sync) = (&self.write, &self.sync);
-        let wakers = if synced { &sync.wakers } else { &write.wakers };
-        let outcome = || if synced { self.async_outcome(sync, lsn) } else { self.async_outcome(write, lsn) };
+        let wakers = self.wakers(synced);
+        let outcome =
+            || if synced { self.async_outcome(&self.sync, lsn) } else { self.async_outcome(&self.write, lsn) };
         if let Some(outcome) = outcome() {
             if *id != 0 {
                 let _ = wakers.cancel(lsn.0, *id);
@@ -339,8 +339,16 @@ impl<W> Stages<W> {
     /// Withdraws the asynchronous waiter `id` for `lsn` (a future dropped
     /// before it completed); returns its completion unless a notifier took it.
     pub(crate) fn cancel_async(&self, lsn: Lsn, synced: bool, id: u64) -> Option<Completion<Error>> {
-        let wakers = if synced { &self.sync.wakers } else { &self.write.wakers };
-        wakers.cancel(lsn.0, id)
+        self.wakers(synced).cancel(lsn.0, id)
+    }
+
+    /// The asynchronous waiters of the sync stage (`synced`) or the write stage.
+    fn wakers(&self, synced: bool) -> &WakerSlots<Error> {
+        if synced {
+            &self.sync.wakers
+        } else {
+            &self.write.wakers
+        }
     }
 
     /// Whether asynchronous waiters are registered.
