@@ -121,7 +121,7 @@ pub const SYSTEMS: &[SystemRow] = &[
         about: "redolog through futures: each of --threads is a Tokio task awaiting commit_async, on one worker \
                 per usable CPU (Pipeline::Auto)",
         one_thread_only: false,
-        open: |dir| Ok(Arc::new(AsyncSystem::open(dir)?)),
+        open: |dir| Ok(Arc::new(AsyncSystem(RedologSystem::open(dir, Pipeline::Auto)?))),
     },
     SystemRow {
         name: "mutex",
@@ -142,7 +142,8 @@ pub const SYSTEMS: &[SystemRow] = &[
 ];
 
 pub struct RedologSystem {
-    log: Log,
+    /// Shared with the tasks of the `async` system.
+    log: Arc<Log>,
 }
 
 impl RedologSystem {
@@ -154,7 +155,7 @@ impl RedologSystem {
     pub fn open_with(dir: &Path, config: Config) -> Result<Self, BoxError> {
         std::fs::create_dir_all(dir)?;
         let (log, _) = Log::open(dir, config)?;
-        Ok(RedologSystem { log })
+        Ok(RedologSystem { log: Arc::new(log) })
     }
 }
 
@@ -204,36 +205,27 @@ impl System for MtrSystem {
 
 /// redolog driven by tasks through `commit_async` (the runner sees
 /// `async_log` and runs tasks, not threads).
-pub struct AsyncSystem {
-    log: Arc<Log>,
-}
-
-impl AsyncSystem {
-    fn open(dir: &Path) -> Result<Self, BoxError> {
-        let (log, _) = Log::open(dir, Config::default())?;
-        Ok(AsyncSystem { log: Arc::new(log) })
-    }
-}
+pub struct AsyncSystem(pub RedologSystem);
 
 impl System for AsyncSystem {
     fn append(&self, record: &[u8]) -> Result<u64, BoxError> {
-        Ok(self.log.append(record)?.as_u64())
+        self.0.append(record)
     }
 
     fn wait(&self, token: u64, durability: Durability) -> Result<(), BoxError> {
-        Ok(self.log.wait(Lsn::from_u64(token), durability)?)
+        self.0.wait(token, durability)
     }
 
     fn maintain(&self) {
-        let _ = self.log.checkpoint(self.log.durable_lsn());
+        self.0.maintain();
     }
 
     fn metrics(&self) -> Option<redolog::Metrics> {
-        Some(self.log.metrics())
+        self.0.metrics()
     }
 
     fn async_log(&self) -> Option<Arc<Log>> {
-        Some(self.log.clone())
+        Some(self.0.log.clone())
     }
 }
 
