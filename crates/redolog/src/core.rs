@@ -159,12 +159,18 @@ impl Core {
         self.stages.wait_synced(self, target)
     }
 
-    /// `wait` for the public API: validates, counts, times.
-    pub(crate) fn wait_durable(&self, lsn: Lsn, durability: Durability) -> Result<()> {
+    /// `Error::LsnOutOfRange` for an LSN past what was appended (reserved).
+    pub(crate) fn check_appended(&self, lsn: Lsn) -> Result<()> {
         let end = self.appender.reserved_end();
         if lsn > end {
             return Err(Error::LsnOutOfRange { lsn, end });
         }
+        Ok(())
+    }
+
+    /// `wait` for the public API: validates, counts, times.
+    pub(crate) fn wait_durable(&self, lsn: Lsn, durability: Durability) -> Result<()> {
+        self.check_appended(lsn)?;
         if durability == Durability::Buffered {
             return self.stages.check();
         }

@@ -181,10 +181,7 @@ impl Log {
     /// 0, covered at once after the poison check), or the error for an LSN
     /// past the end.
     fn async_target(&self, lsn: Lsn, durability: Durability) -> Result<(Lsn, bool)> {
-        let end = self.core().appender.reserved_end();
-        if lsn > end {
-            return Err(Error::LsnOutOfRange { lsn, end });
-        }
+        self.core().check_appended(lsn)?;
         Ok(match durability {
             Durability::Buffered => (Lsn(0), false),
             Durability::Written => (lsn, false),

@@ -82,10 +82,7 @@ enum Attempt {
 
 impl<'a> LogReader<'a> {
     pub(crate) fn new(core: &'a Core, from: Lsn) -> Result<Self> {
-        let end = core.appender.reserved_end();
-        if from > end {
-            return Err(Error::LsnOutOfRange { lsn: from, end });
-        }
+        core.check_appended(from)?;
         if !from.is_data_position() {
             return Err(Error::InvalidLsn { lsn: from, reason: "it points into a block header or trailer" });
         }
