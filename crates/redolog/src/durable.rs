@@ -26,10 +26,10 @@ use crate::wait::Completion;
 /// let dir = tempfile::tempdir().unwrap();
 /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
 /// let end = log.append(b"async").unwrap();
-/// // Any executor; a minimal one here.
-/// let ok = std::thread::scope(|_| redolog_block_on(log.wait_async(end, Durability::Synced)));
+/// // Any executor; a minimal one here (the `commit_async` example uses Tokio).
+/// let ok = block_on(log.wait_async(end, Durability::Synced));
 /// assert!(ok.is_ok() && log.durable_lsn() >= end);
-/// # fn redolog_block_on<F: std::future::Future>(future: F) -> F::Output {
+/// # fn block_on<F: std::future::Future>(future: F) -> F::Output {
 /// #     use std::sync::Arc;
 /// #     use std::task::{Context, Poll, Wake};
 /// #     struct Unpark(std::thread::Thread);
@@ -123,20 +123,8 @@ impl Log {
     /// # use redolog::{Config, Durability, Log};
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
-    /// # fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    /// #     use std::sync::Arc;
-    /// #     use std::task::{Context, Poll, Wake};
-    /// #     struct Unpark(std::thread::Thread);
-    /// #     impl Wake for Unpark { fn wake(self: Arc<Self>) { self.0.unpark() } }
-    /// #     let waker = Arc::new(Unpark(std::thread::current())).into();
-    /// #     let mut context = Context::from_waker(&waker);
-    /// #     let mut future = std::pin::pin!(future);
-    /// #     loop {
-    /// #         if let Poll::Ready(output) = future.as_mut().poll(&mut context) { return output; }
-    /// #         std::thread::park();
-    /// #     }
-    /// # }
-    /// let end = block_on(log.commit_async(b"no thread parked for me", Durability::Synced)).unwrap();
+    /// let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// let end = runtime.block_on(log.commit_async(b"no thread parked for me", Durability::Synced)).unwrap();
     /// assert!(log.durable_lsn() >= end);
     /// ```
     pub async fn commit_async(&self, record: &[u8], durability: Durability) -> Result<Lsn> {
