@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use redolog::{Config, Durability, Log};
 
+use super::report::median;
 use super::{BoxError, Device};
 
 /// Options of `redolog read-back`.
@@ -57,11 +58,6 @@ fn read_all(groups: impl Iterator<Item = redolog::Result<redolog::Group>>) -> Re
 
 fn gib_per_s(bytes: u64, elapsed: Duration) -> f64 {
     bytes as f64 / f64::from(1u32 << 30) / elapsed.as_secs_f64()
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// The log written once and read back every round.
