@@ -41,7 +41,10 @@ struct Run {
 
 /// Creates a log and commits 24 records (Synced and Written, a checkpoint every
 /// 6) on `storage` until the first error; then checks that the log stays
-/// poisoned and never retries the failed operation.
+/// poisoned and never retries the failed operation. The committer waits in
+/// turn on the thread path, through a future and through a callback (issue 17:
+/// the async waiters' writes and syncs run on log threads, which must poison
+/// and stop the same way).
 fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) -> Run {
     let mut run = Run { appended: Vec::new(), synced: Lsn::from_u64(0), written: Lsn::from_u64(0), injected: 0 };
     let log = match Log::open_with_storage(Path::new(DIR), common::small_log(), storage.clone()) {
@@ -58,7 +61,7 @@ fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) ->
         let durability = if index % 2 == 0 { Durability::Synced } else { Durability::Written };
         let result = log.append(&bytes).and_then(|end| {
             run.appended.push((end, vec![bytes.clone()]));
-            log.wait(end, durability).map(|()| end)
+            wait_in_turn(&log, index, end, durability).map(|()| end)
         });
         let result =
             result
@@ -89,6 +92,13 @@ fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) ->
         let durable = log.durable_lsn();
         assert!(log.commit(b"after the fault", Durability::Synced).is_err(), "{context}: a commit after the fault");
         assert!(log.wait(durable, Durability::Synced).is_err(), "{context}: a wait after the fault");
+        assert!(
+            common::block_on(log.wait_async(durable, Durability::Synced)).is_err(),
+            "{context}: a future after the fault"
+        );
+        let (sender, receiver) = std::sync::mpsc::channel();
+        log.on_durable(durable, Durability::Synced, move |result| sender.send(result).expect("send"));
+        assert!(receiver.recv().expect("callback ran").is_err(), "{context}: a callback after the fault");
         assert!(log.checkpoint(durable).is_err(), "{context}: a checkpoint after the fault");
         assert_eq!(log.durable_lsn(), durable, "{context}: durable LSN moved after the fault");
         assert_eq!(storage.attempted(), attempts, "{context}: {kind:?} retried after the fault");
@@ -97,6 +107,20 @@ fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) ->
     drop(log);
     run.injected = storage.injected();
     run
+}
+
+/// Waits for `end` on the thread path, through a future or through a callback,
+/// by turns.
+fn wait_in_turn(log: &Log, index: usize, end: Lsn, durability: Durability) -> redolog::Result<()> {
+    match index % 3 {
+        0 => log.wait(end, durability),
+        1 => common::block_on(log.wait_async(end, durability)),
+        _ => {
+            let (sender, receiver) = std::sync::mpsc::channel();
+            log.on_durable(end, durability, move |result| sender.send(result).expect("send"));
+            receiver.recv().expect("the callback runs exactly once")
+        }
+    }
 }
 
 /// Power loss or a process crash, then a fault-free reopen: every Synced ack

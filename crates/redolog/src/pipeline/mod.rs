@@ -227,12 +227,21 @@ impl<W> Stages<W> {
         self.ready_events.notify_all();
         self.write.events.notify_all();
         self.sync.events.notify_all();
-        // Poison or shutdown: nothing more will be written or synced. A
+        // Poison or shutdown: nothing more will be written or synced. Poison:
+        // every waiter fails, as a thread waiter does (INV-6). Shutdown: a
         // waiter the last pass covered, but whose pass has not taken it yet
         // (`close` returns once `synced` moved, before the wake-up), is
         // covered: Ok.
-        let outcome =
-            |done: Lsn| move |lsn: u64| if done.0 >= lsn { Ok(()) } else { self.check().and(Err(Error::Closed)) };
+        let outcome = |done: Lsn| {
+            move |lsn: u64| {
+                self.check()?;
+                if done.0 >= lsn {
+                    Ok(())
+                } else {
+                    Err(Error::Closed)
+                }
+            }
+        };
         self.write.wakers.take_all().complete(outcome(self.written()));
         self.sync.wakers.take_all().complete(outcome(self.synced()));
         self.space_events.notify_all();
@@ -291,12 +300,15 @@ impl<W> Stages<W> {
 
     // ---- asynchronous waiters (§1.14, INV-26, INV-27) ----
 
-    /// What covers `lsn` for `stage` now, if anything: done, poisoned, shut down.
+    /// What covers `lsn` for `stage` now, if anything: poisoned, done, shut
+    /// down. The poison comes first, as in the thread path's loop: after the
+    /// first failed write or sync every call fails (INV-6), even for an LSN
+    /// an earlier pass covered.
     fn async_outcome<T>(&self, stage: &Stage<T>, lsn: Lsn) -> Option<Result<()>> {
-        if stage.done() >= lsn {
-            Some(Ok(()))
-        } else if self.is_poisoned() {
+        if self.is_poisoned() {
             Some(Err(self.poison_error()))
+        } else if stage.done() >= lsn {
+            Some(Ok(()))
         } else if self.is_shutdown() {
             Some(Err(Error::Closed))
         } else {
