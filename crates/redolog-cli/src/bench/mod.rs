@@ -122,7 +122,9 @@ pub struct BenchOptions {
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Commit through futures: run the `async` system (Tokio tasks awaiting
-    /// `commit_async`) beside the thread path (`redolog`) at the same counts.
+    /// `commit_async`) beside the thread path (`redolog`) at the same counts
+    /// and, built with `--features peers`, RocksDB and raft-engine driven
+    /// through `spawn_blocking` (`rocksdb-async`, `raft-engine-async`).
     #[arg(long = "async")]
     pub async_tasks: bool,
     /// Reproduce one public report's experiment (MySQL bugs #95390 and #77094,
@@ -162,7 +164,11 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
         None => options.clone(),
     };
     if options.async_tasks {
-        options.systems = ["async", "redolog"].into_iter().filter_map(SystemKind::named).collect();
+        // The peers (feature `peers`) as async users drive them today.
+        options.systems = ["async", "redolog", "rocksdb-async", "raft-engine-async"]
+            .into_iter()
+            .filter_map(SystemKind::named)
+            .collect();
     }
     let options = &options;
     // Before any thread starts: every thread inherits the limit.

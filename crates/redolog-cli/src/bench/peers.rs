@@ -10,6 +10,9 @@
 //! - `raft-engine` 0.4 (TiKV's Raft log): a `LogBatch` with one put per commit,
 //!   `Engine::write(batch, sync)`; its write barrier groups concurrent writers
 //!   (a leader writes every member's batch and, if any asked, fdatasyncs once).
+//! - `rocksdb-async` and `raft-engine-async`: the same, driven by Tokio tasks
+//!   that run each commit in `spawn_blocking`, as an async user runs a
+//!   blocking log today (beside redolog's `async`, `bench --async`).
 //! - `okaywal` 0.3 (BonsaiDb's log): one entry with one chunk per commit;
 //!   `EntryWriter::commit` always fdatasyncs (grouped across committers), so
 //!   under `written` and `buffered` it does more than asked.
@@ -26,7 +29,7 @@ use raft_engine::{Config as EngineConfig, Engine, LogBatch};
 use redolog::Durability;
 use rocksdb::{Options, WriteBatch, WriteOptions, DB};
 
-use super::systems::{BoxError, Role, System, SystemRow};
+use super::systems::{BoxError, Role, SpawnBlocking, System, SystemRow};
 
 /// The peers' rows of the registry (`systems::registry`).
 pub const PEERS: &[SystemRow] = &[
@@ -53,6 +56,22 @@ pub const PEERS: &[SystemRow] = &[
         about: "raft-engine 0.4 (TiKV's Raft log): a LogBatch with one put per commit, sync per the durability",
         one_thread_only: false,
         open: |dir| Ok(Arc::new(RaftEngineSystem::open(dir)?)),
+    },
+    SystemRow {
+        name: "rocksdb-async",
+        aliases: &[],
+        role: Role::Peer,
+        about: "rocksdb driven by Tokio tasks, each commit in spawn_blocking (how an async user runs it today)",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(SpawnBlocking(Arc::new(RocksDbSystem::open(dir, false)?)))),
+    },
+    SystemRow {
+        name: "raft-engine-async",
+        aliases: &[],
+        role: Role::Peer,
+        about: "raft-engine driven by Tokio tasks, each commit in spawn_blocking (how an async user runs it today)",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(SpawnBlocking(Arc::new(RaftEngineSystem::open(dir)?)))),
     },
     SystemRow {
         name: "okaywal",

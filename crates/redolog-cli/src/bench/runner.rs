@@ -13,7 +13,7 @@ use redolog::Durability;
 
 use super::machine::process_cpu_time;
 use super::sync_hook;
-use super::systems::{BoxError, System};
+use super::systems::{BoxError, Driver, System};
 
 /// What one point should do.
 #[derive(Clone, Copy, Debug)]
@@ -142,9 +142,10 @@ fn start_threads(
 }
 
 /// `workload.threads` Tokio tasks on one worker thread per usable CPU, each
-/// committing through `commit_async` and awaiting it: no thread per waiter.
+/// committing and awaiting the commit: through `commit_async` (`Futures`: no
+/// thread per waiter) or through a blocking commit in `spawn_blocking`.
 fn start_tasks(
-    log: &Arc<redolog::Log>,
+    driver: Driver,
     workload: &Workload,
     stop: &Arc<AtomicBool>,
     stats: &[Arc<ThreadStats>],
@@ -154,18 +155,34 @@ fn start_tasks(
     let tasks: Vec<_> = stats
         .iter()
         .map(|stats| {
-            let (log, stop, stats, workload) = (log.clone(), stop.clone(), stats.clone(), *workload);
+            let (stop, stats, workload) = (stop.clone(), stats.clone(), *workload);
+            let record: Arc<[u8]> = vec![0x5Au8; workload.record_bytes].into();
+            let driver = match &driver {
+                Driver::Futures(log) => Driver::Futures(log.clone()),
+                Driver::SpawnBlocking(system) => Driver::SpawnBlocking(system.clone()),
+                Driver::Threads => Driver::Threads,
+            };
             runtime.spawn(async move {
-                let record = vec![0x5Au8; workload.record_bytes];
                 let mut commits = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let started = Instant::now();
-                    log.commit_async(&record, workload.durability).await?;
+                    match &driver {
+                        Driver::Futures(log) => {
+                            log.commit_async(&record, workload.durability).await?;
+                        }
+                        Driver::SpawnBlocking(system) => {
+                            let (system, record) = (system.clone(), record.clone());
+                            tokio::task::spawn_blocking(move || system.commit(&record, workload.durability))
+                                .await
+                                .map_err(|_| "a spawn_blocking commit panicked")??;
+                        }
+                        Driver::Threads => unreachable!("threads are not tasks"),
+                    }
                     stats.latency_us.lock().saturating_record(started.elapsed().as_micros().max(1) as u64);
                     commits += 1;
                     stats.commits.store(commits, Ordering::Relaxed);
                 }
-                Ok::<(), redolog::Error>(())
+                Ok::<(), BoxError>(())
             })
         })
         .collect();
@@ -193,9 +210,9 @@ pub fn run_point(
     let fsyncs_before = sync_hook::calls();
     let cpu_before = process_cpu_time();
     let started = Instant::now();
-    let workers = match system.async_log() {
-        Some(log) => start_tasks(&log, &workload, &stop, &stats)?,
-        None => start_threads(system, &workload, &stop, &stats),
+    let workers = match system.driver() {
+        Driver::Threads => start_threads(system, &workload, &stop, &stats),
+        driver => start_tasks(driver, &workload, &stop, &stats)?,
     };
     let mut total = new_histogram();
     let mut window = new_histogram();

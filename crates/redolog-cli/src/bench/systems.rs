@@ -46,11 +46,24 @@ pub trait System: Send + Sync {
     fn metrics(&self) -> Option<redolog::Metrics> {
         None
     }
-    /// The log to commit to through futures, for a system whose points run
-    /// as tasks on a Tokio runtime instead of threads (`async`).
-    fn async_log(&self) -> Option<Arc<Log>> {
-        None
+    /// How a point drives the system: one OS thread per committer, unless
+    /// the system says otherwise.
+    fn driver(&self) -> Driver {
+        Driver::Threads
     }
+}
+
+/// How a point's committers run.
+pub enum Driver {
+    /// One OS thread per committer, calling `System::commit`.
+    Threads,
+    /// One Tokio task per committer, awaiting `Log::commit_async` (`async`).
+    Futures(Arc<Log>),
+    /// One Tokio task per committer, each commit a blocking call in
+    /// `tokio::task::spawn_blocking`: how an async user drives a log whose API
+    /// blocks (`rocksdb-async`, `raft-engine-async`). Tokio's blocking pool
+    /// has at most 512 threads by default; commits beyond it queue.
+    SpawnBlocking(Arc<dyn System>),
 }
 
 /// What a system is to the report: the ratio column divides by redolog.
@@ -203,8 +216,8 @@ impl System for MtrSystem {
     }
 }
 
-/// redolog driven by tasks through `commit_async` (the runner sees
-/// `async_log` and runs tasks, not threads).
+/// redolog driven by tasks through `commit_async` (its driver is
+/// `Driver::Futures`: the runner runs tasks, not threads).
 pub struct AsyncSystem(pub RedologSystem);
 
 impl System for AsyncSystem {
@@ -224,8 +237,38 @@ impl System for AsyncSystem {
         self.0.metrics()
     }
 
-    fn async_log(&self) -> Option<Arc<Log>> {
-        Some(self.0.log.clone())
+    fn driver(&self) -> Driver {
+        Driver::Futures(self.0.log.clone())
+    }
+}
+
+/// A blocking system driven by tasks, each commit in `spawn_blocking`
+/// (`Driver::SpawnBlocking`): the peers as an async user runs them today.
+pub struct SpawnBlocking(pub Arc<dyn System>);
+
+impl System for SpawnBlocking {
+    fn append(&self, record: &[u8]) -> Result<u64, BoxError> {
+        self.0.append(record)
+    }
+
+    fn wait(&self, token: u64, durability: Durability) -> Result<(), BoxError> {
+        self.0.wait(token, durability)
+    }
+
+    fn commit(&self, record: &[u8], durability: Durability) -> Result<u64, BoxError> {
+        self.0.commit(record, durability)
+    }
+
+    fn maintain(&self) {
+        self.0.maintain();
+    }
+
+    fn metrics(&self) -> Option<redolog::Metrics> {
+        self.0.metrics()
+    }
+
+    fn driver(&self) -> Driver {
+        Driver::SpawnBlocking(self.0.clone())
     }
 }
 
