@@ -63,6 +63,7 @@ pub enum Driver {
     /// `tokio::task::spawn_blocking`: how an async user drives a log whose API
     /// blocks (`rocksdb-async`, `raft-engine-async`). Tokio's blocking pool
     /// has at most 512 threads by default; commits beyond it queue.
+    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
     SpawnBlocking(Arc<dyn System>),
 }
 
@@ -244,6 +245,7 @@ impl System for AsyncSystem {
 
 /// A blocking system driven by tasks, each commit in `spawn_blocking`
 /// (`Driver::SpawnBlocking`): the peers as an async user runs them today.
+#[cfg_attr(not(feature = "peers"), allow(dead_code))]
 pub struct SpawnBlocking(pub Arc<dyn System>);
 
 impl System for SpawnBlocking {

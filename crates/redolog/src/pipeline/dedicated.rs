@@ -49,7 +49,11 @@ impl<W> Stages<W> {
                 return self.wait_for_writable(port, written);
             }
             port.count_wait(Site::LogWriter, false, Waited::default());
-            self.write_range(port, leader.state(), written, upto).map(|_| ())
+            self.write_range(port, leader.state(), written, upto)?;
+            // A log thread keeps its role while it wakes: no committer could
+            // take over (INV-28 is group commit's).
+            self.write.wake_covered(written, upto);
+            Ok(())
         });
     }
 
@@ -70,7 +74,9 @@ impl<W> Stages<W> {
             }
             port.count_wait(Site::LogFlusher, false, Waited::default());
             let now = Instant::now();
-            self.sync_written(port, (synced, written), now, now)
+            self.sync_written(port, (synced, written), now, now)?;
+            self.sync.wake_covered(synced, written);
+            Ok(())
         });
     }
 

@@ -51,14 +51,14 @@ impl<W> Stages<W> {
     /// `Write` (a commit) or `BufferSpace` (an appender freeing ring space).
     pub(crate) fn wait_written<P: Port<Writer = W>>(&self, port: &P, target: Lsn, site: Site) -> Result<()> {
         self.wait_for(port, &self.write, target, site, "write", |mut leader| {
-            self.lead(&self.write, target, |written| self.write_pass(port, &mut leader, written, target)).map(|_| ())
+            self.lead(&mut leader, target, |leader, written| self.write_pass(port, leader, written, target)).map(|_| ())
         })
     }
 
     /// Waits until `target` is synced; may lead the sync stage (and write first).
     pub(crate) fn wait_synced<P: Port<Writer = W>>(&self, port: &P, target: Lsn) -> Result<()> {
-        self.wait_for(port, &self.sync, target, Site::Flush, "fdatasync", |leader| {
-            let pass = self.lead(&self.sync, target, |synced| self.sync_pass(port, synced, target));
+        self.wait_for(port, &self.sync, target, Site::Flush, "fdatasync", |mut leader| {
+            let pass = self.lead(&mut leader, target, |leader, synced| self.sync_pass(port, leader, synced, target));
             drop(leader); // the sync role goes before we may wait for the write role
             match pass? {
                 // Our bytes are not written and we could not write them while
@@ -108,8 +108,16 @@ impl<W> Stages<W> {
 
     /// The one lead loop of both stages: passes until `target` is done, then
     /// more (at most `LEADER_ROUNDS_MAX` that moved) while parked threads
-    /// demand more. Returns the pass that ended it.
-    fn lead<T>(&self, stage: &Stage<T>, target: Lsn, mut pass: impl FnMut(Lsn) -> Result<Pass>) -> Result<Pass> {
+    /// demand more. Between passes the covered waiters are woken with the
+    /// role let go (INV-28); a leader that finds it taken then stops. Returns
+    /// the pass that ended it.
+    fn lead<T>(
+        &self,
+        leader: &mut Leader<'_, W, T>,
+        target: Lsn,
+        mut pass: impl FnMut(&mut Leader<'_, W, T>, Lsn) -> Result<Pass>,
+    ) -> Result<Pass> {
+        let stage = leader.stage;
         let mut rounds = 0;
         loop {
             self.check()?;
@@ -117,7 +125,10 @@ impl<W> Stages<W> {
             if done >= target && (stage.demand() <= done || rounds >= LEADER_ROUNDS_MAX) {
                 return Ok(Pass::Stop);
             }
-            match pass(done)? {
+            if !leader.wake_and_retake() {
+                return Ok(Pass::Stop);
+            }
+            match pass(leader, done)? {
                 Pass::Moved => rounds += 1,
                 Pass::Again => {}
                 ended @ (Pass::Stop | Pass::NeedsWrite) => return Ok(ended),
@@ -159,12 +170,19 @@ impl<W> Stages<W> {
             return Ok(Pass::Again);
         }
         self.write_range(port, leader.state(), written, upto)?;
+        leader.covered(written, upto);
         Ok(Pass::Moved)
     }
 
     /// One pass of the sync role: write what is ready if the write role is
     /// free, then fdatasync up to `written`.
-    fn sync_pass<P: Port<Writer = W>>(&self, port: &P, synced: Lsn, target: Lsn) -> Result<Pass> {
+    fn sync_pass<P: Port<Writer = W>>(
+        &self,
+        port: &P,
+        leader: &mut Leader<'_, W, ()>,
+        synced: Lsn,
+        target: Lsn,
+    ) -> Result<Pass> {
         let wrote_at = self.write_ready_if_free(port)?;
         let written = self.written();
         if written <= synced {
@@ -175,6 +193,7 @@ impl<W> Stages<W> {
             (now, now)
         });
         self.sync_written(port, (synced, written), pass_started, sync_started)?;
+        leader.covered(synced, written);
         Ok(Pass::Moved)
     }
 
@@ -206,7 +225,8 @@ impl<W> Stages<W> {
         self.wait_synced(port, written)
     }
 
-    /// Writes `[written, upto)`, publishes `written`, wakes the covered waiters.
+    /// Writes `[written, upto)` and publishes `written`. The caller wakes the
+    /// covered waiters: a committer once it let go of the role (INV-28).
     /// Returns when the write started and finished (the clock reads serve the pass
     /// timings of both roles).
     pub(super) fn write_range<P: Port<Writer = W>>(
@@ -239,7 +259,6 @@ impl<W> Stages<W> {
         self.flusher_event.notify_all();
         let finished = Instant::now();
         self.write.pass.record(finished - started);
-        self.write.wake_covered(written, upto);
         port.tick(finished);
         Ok((started, finished))
     }
@@ -258,11 +277,14 @@ impl<W> Stages<W> {
         if upto <= written {
             return Ok(None);
         }
-        self.write_range(port, leader.state(), written, upto).map(Some)
+        let wrote = self.write_range(port, leader.state(), written, upto)?;
+        // Dropping the leader releases the write role, then wakes (INV-28).
+        leader.covered(written, upto);
+        Ok(Some(wrote))
     }
 
-    /// fdatasyncs `[synced, written)`, publishes `synced`, wakes the covered
-    /// waiters. The pass began at `pass_started` (before its write, if any); the
+    /// fdatasyncs `[synced, written)` and publishes `synced`; the caller wakes
+    /// the covered waiters, as after `write_range`. The pass began at `pass_started` (before its write, if any); the
     /// sync at `sync_started`. The caller holds the sync role.
     pub(super) fn sync_written<P: Port>(
         &self,
@@ -279,7 +301,6 @@ impl<W> Stages<W> {
         // INV-5: only after every fdatasync covering [synced, written) returned Ok.
         self.sync.advance(synced, written);
         self.sync.pass.record(finished - pass_started);
-        self.sync.wake_covered(synced, written);
         self.tail_events.notify_all();
         Ok(())
     }

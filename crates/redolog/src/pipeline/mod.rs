@@ -431,25 +431,59 @@ impl<W> Stages<W> {
 
     /// Takes `stage`'s role if it is free.
     fn try_lead<'a, T>(&'a self, stage: &'a Stage<T>, op: &'static str) -> Option<Leader<'a, W, T>> {
-        stage.try_take().map(|guard| Leader { stages: self, stage, guard: Some(guard), op })
+        stage.try_take().map(|guard| Leader { stages: self, stage, guard: Some(guard), op, covered: None })
     }
 }
 
-/// Holds a stage's role; releases it and kicks a successor when dropped. A
-/// leader that panics poisons the log first, so a successor sees the poison
-/// instead of redoing the write or retrying the fdatasync (INV-6).
+/// Holds a stage's role; releases it and kicks a successor when dropped, then
+/// wakes the waiters its passes covered (INV-28). A leader that panics
+/// poisons the log first, so a successor sees the poison instead of redoing
+/// the write or retrying the fdatasync (INV-6).
 pub(crate) struct Leader<'a, W, T> {
     stages: &'a Stages<W>,
     stage: &'a Stage<T>,
+    /// `Some` while the role is held: from creation until `drop`, or until a
+    /// `wake_and_retake` finds the role taken.
     guard: Option<MutexGuard<'a, T>>,
     op: &'static str,
+    /// What the passes covered and nobody was woken for yet.
+    covered: Option<(Lsn, Lsn)>,
 }
 
 impl<T, W> Leader<'_, W, T> {
     /// The role's state.
     fn state(&mut self) -> &mut T {
-        // The guard is `Some` from creation until `drop`.
-        self.guard.as_deref_mut().unwrap_or_else(|| unreachable!("a Leader holds its role until dropped"))
+        self.guard.as_deref_mut().unwrap_or_else(|| unreachable!("a pass runs only while its Leader holds the role"))
+    }
+
+    /// A pass covered `[from, to)`: its waiters are woken once the role is
+    /// let go (INV-28).
+    fn covered(&mut self, from: Lsn, to: Lsn) {
+        self.covered = Some(match self.covered {
+            Some((first, _)) => (first, to),
+            None => (from, to),
+        });
+    }
+
+    /// Between two passes: release the role quietly, wake what the last pass
+    /// covered, take the role again (INV-28). False: another thread took the
+    /// role meanwhile and leads; stop leading.
+    fn wake_and_retake(&mut self) -> bool {
+        let Some((from, to)) = self.covered.take() else { return true };
+        if let Some(guard) = self.guard.take() {
+            self.stage.release_quiet(guard);
+        }
+        self.wake_log_threads();
+        self.stage.wake_covered(from, to);
+        self.guard = self.stage.try_take();
+        self.guard.is_some()
+    }
+
+    /// INV-17: a log thread waiting to take the role over.
+    fn wake_log_threads(&self) {
+        if self.stages.dedicated_active() {
+            self.stages.mode_events.notify_all();
+        }
     }
 }
 
@@ -460,9 +494,9 @@ impl<W, T> Drop for Leader<'_, W, T> {
         if let Some(guard) = self.guard.take() {
             self.stage.release(guard);
         }
-        // INV-17: a log thread waiting to take the role over.
-        if self.stages.dedicated_active() {
-            self.stages.mode_events.notify_all();
+        self.wake_log_threads();
+        if let Some((from, to)) = self.covered.take() {
+            self.stage.wake_covered(from, to);
         }
     }
 }

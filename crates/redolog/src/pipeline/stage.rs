@@ -114,6 +114,13 @@ impl<T> Stage<T> {
         self.role.try_take()
     }
 
+    /// Releases the role without the successor check: only when the caller
+    /// tries to take it again at once (INV-28). If that take fails, the
+    /// thread that took it checks when it releases.
+    pub(super) fn release_quiet(&self, guard: MutexGuard<'_, T>) {
+        self.role.release(guard);
+    }
+
     /// Releases the role and kicks a successor: INV-11, after the role was
     /// released, wake the thread with the largest uncovered demand if nobody
     /// took the role meanwhile.
