@@ -472,6 +472,32 @@ fn a_group_waiting_for_the_closed_window_is_woken_by_a_poison() {
     a_closed_window_waiter_is_woken(true);
 }
 
+/// INV-28: a leader lets go of the role between two passes to wake the
+/// waiters it covered; another committer may take the role and write
+/// meanwhile. The first, when it takes the role back, must resume from the
+/// stage's frontier, never from the one it read before letting go (a stale
+/// frontier rewrites written bytes and trips `Stage::advance`'s check; the
+/// first version of INV-28 did, found by `tests/concurrency.rs`).
+#[test]
+fn a_leader_resumes_from_the_frontier_after_letting_go_of_the_role() {
+    // Bound 2: the other committer must be preempted between its look at the
+    // role and its park while the leader is preempted in its quiet window.
+    common::loom_check(2, || {
+        let log = Arc::new(Log::new(GROUP));
+        log.append(1);
+        let other = {
+            let log = log.clone();
+            loom::thread::spawn(move || {
+                log.append(2);
+                log.wait_written(2).expect("not poisoned");
+            })
+        };
+        log.wait_written(1).expect("not poisoned");
+        other.join().expect("other");
+        assert!(log.written() >= at(2), "a committer returned before its bytes were written");
+    });
+}
+
 // ---- asynchronous waiters (docs/DESIGN.md §1.14, INV-26, INV-27) ----
 
 /// A future over `Stages::wait_async`, as `DurableFuture` polls it; a log

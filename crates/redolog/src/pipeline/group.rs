@@ -128,6 +128,9 @@ impl<W> Stages<W> {
             if !leader.wake_and_retake() {
                 return Ok(Pass::Stop);
             }
+            // Re-read: while the role was let go another leader may have
+            // taken it and moved the stage (INV-28).
+            let done = stage.done();
             match pass(leader, done)? {
                 Pass::Moved => rounds += 1,
                 Pass::Again => {}
