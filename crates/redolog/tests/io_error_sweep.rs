@@ -83,6 +83,14 @@ fn run(storage: &FaultyStorage<CrashStorage>, kind: FaultKind, context: &str) ->
             }
         }
     }
+    if !failed && storage.injected() > 0 {
+        // The fault hit a log thread's own write or sync after the last call
+        // returned: futures turn the dedicated mode on, whose flusher syncs
+        // Written commits too. It must poison the log all the same: the next
+        // Synced commit fails (it waits until the flusher has seen the fault).
+        assert!(log.commit(b"after a background fault", Durability::Synced).is_err(), "{context}: fault swallowed");
+        failed = true;
+    }
     // A fault must surface: swallowing it (retrying the fdatasync, say) would
     // acknowledge data the kernel may have dropped (E2).
     assert_eq!(failed, storage.injected() > 0, "{context}: a fault was injected but every call succeeded");
