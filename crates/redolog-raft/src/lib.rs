@@ -181,6 +181,24 @@ where
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Self, Error> {
         let capacity = config.capacity_bytes;
         let (log, recovery) = Log::open(dir, config)?;
+        Self::recover(log, recovery, capacity)
+    }
+
+    /// [`open`](Self::open) on another storage: redolog's `CrashStorage` or
+    /// `FaultyStorage` (cargo feature `testkit` of redolog) to test an
+    /// application's crash and I/O-error handling with the store in it.
+    pub fn open_with_storage(
+        dir: &Path,
+        config: Config,
+        storage: impl redolog::storage::Storage + 'static,
+    ) -> Result<Self, Error> {
+        let capacity = config.capacity_bytes;
+        let (log, recovery) = Log::open_with_storage(dir, config, storage)?;
+        Self::recover(log, recovery, capacity)
+    }
+
+    /// Rebuilds the store's state from what recovery returns.
+    fn recover(log: Log, recovery: redolog::Recovery, capacity: u64) -> Result<Self, Error> {
         let mut state = State {
             vote: None,
             committed: None,

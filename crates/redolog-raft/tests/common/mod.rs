@@ -47,6 +47,11 @@ struct Inner {
 pub struct Machine(Arc<Mutex<Inner>>);
 
 impl Machine {
+    /// The payloads of the normal entries applied so far, in order.
+    pub fn applied(&self) -> Vec<String> {
+        self.inner().applied.data.clone()
+    }
+
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.0.lock().expect("no test panicked holding the machine")
     }
