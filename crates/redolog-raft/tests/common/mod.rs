@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod network;
+
 use std::io::Cursor;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
