@@ -23,6 +23,10 @@ enum Command {
     /// Read a log back: `Log::read_from` on the open log against reopening
     /// it and iterating recovery, over the same bytes, in interleaved rounds.
     ReadBack(bench::read_back::ReadBackOptions),
+    /// An openraft log store alone: redolog-raft against a RocksDB log store
+    /// (`--features peers`), appends of N entries through openraft's
+    /// `blocking_append`, in interleaved rounds.
+    RaftStore(bench::raft_store::RaftStoreOptions),
     /// Print a log's files, checkpoints and every record group.
     Dump {
         /// The log directory.
@@ -44,6 +48,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Bench(options) => bench::run(options),
         Command::ReadBack(options) => bench::read_back::run(options),
+        Command::RaftStore(options) => bench::raft_store::run(options),
         Command::Dump { dir, records } => inspect::dump(dir, *records),
         Command::Verify { dir } => inspect::verify(dir).map(|summary| println!("{summary}")),
     };

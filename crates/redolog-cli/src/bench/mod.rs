@@ -11,6 +11,9 @@ mod machine;
 mod peers;
 mod plot;
 mod quota;
+#[cfg(feature = "peers")]
+mod raft_rocksdb;
+pub mod raft_store;
 pub mod read_back;
 mod registry;
 mod report;
