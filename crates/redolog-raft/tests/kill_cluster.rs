@@ -6,7 +6,8 @@
 //! Method: the child (this test binary, re-run with `REDOLOG_RAFT_KILL_DIR`)
 //! opens the three stores, starts the nodes on an in-process network,
 //! initializes the cluster on the first round, and writes `key<n>` through the
-//! leader, printing `acked <n>` after each acknowledged write. The parent
+//! leader, printing `acked <n>` after each acknowledged write; every 50 writes
+//! one node calls an election, so terms and votes move. The parent
 //! kills it 50–500 ms after its first acknowledgement, reopens the stores and
 //! checks. 5 rounds in `cargo test`; more with `REDOLOG_RAFT_KILL_ROUNDS=100
 //! cargo test --release -p redolog-raft --test kill_cluster`.
@@ -84,6 +85,13 @@ fn kill_cluster_child() {
             if leader.client_write(format!("key{key}")).await.is_ok() {
                 println!("acked {key}");
                 key += 1;
+                // Every 50 writes a node (maybe the leader) calls an
+                // election: terms move, votes are saved, and kills land
+                // mid-election too, so the vote check has something to see.
+                if key % 50 == 0 {
+                    let node = router.get(1 + key / 50 % NODES).expect("the node runs");
+                    let _ = node.trigger().elect().await;
+                }
             }
         }
     });
