@@ -67,6 +67,17 @@ impl Device {
         }
     }
 
+    /// A fresh work directory named `prefix…` on this device (under `dir`
+    /// with `disk`), removed when dropped, with the device's fdatasync
+    /// latency installed: where every benchmark command starts.
+    pub fn work_dir(self, dir: Option<&Path>, prefix: &str) -> Result<tempfile::TempDir, super::BoxError> {
+        let parent = self.parent_dir(dir)?;
+        std::fs::create_dir_all(&parent)?;
+        let work_dir = tempfile::Builder::new().prefix(prefix).tempdir_in(&parent)?;
+        self.install();
+        Ok(work_dir)
+    }
+
     /// Makes every fdatasync and fsync in this process take the profile's
     /// latency (`sim`), or the device's own time.
     pub fn install(self) {

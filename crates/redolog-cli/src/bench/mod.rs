@@ -176,10 +176,7 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
     let options = &options;
     // Before any thread starts: every thread inherits the limit.
     let quota = options.cpu_quota.map(quota::CpuQuota::apply).transpose()?;
-    let parent = options.device.parent_dir(options.dir.as_deref())?;
-    std::fs::create_dir_all(&parent)?;
-    let workdir = tempfile::Builder::new().prefix("redolog-bench-").tempdir_in(&parent)?;
-    options.device.install();
+    let workdir = options.device.work_dir(options.dir.as_deref(), "redolog-bench-")?;
     let fdatasync = machine::fdatasync_latency(workdir.path(), 200)?;
     let machine = machine::Machine::describe(workdir.path(), options.device, &fdatasync);
     println!(

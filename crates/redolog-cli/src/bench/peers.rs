@@ -29,7 +29,7 @@ use raft_engine::{Config as EngineConfig, Engine, LogBatch};
 use redolog::Durability;
 use rocksdb::{Options, WriteBatch, WriteOptions, DB};
 
-use super::systems::{BoxError, Role, SpawnBlocking, System, SystemRow};
+use super::systems::{BoxError, OnTasks, Role, System, SystemRow};
 
 /// The peers' rows of the registry (`systems::registry`).
 pub const PEERS: &[SystemRow] = &[
@@ -63,7 +63,7 @@ pub const PEERS: &[SystemRow] = &[
         role: Role::Peer,
         about: "rocksdb driven by Tokio tasks, each commit in spawn_blocking (how an async user runs it today)",
         one_thread_only: false,
-        open: |dir| Ok(Arc::new(SpawnBlocking(Arc::new(RocksDbSystem::open(dir, false)?)))),
+        open: |dir| Ok(Arc::new(OnTasks::spawn_blocking(Arc::new(RocksDbSystem::open(dir, false)?)))),
     },
     SystemRow {
         name: "raft-engine-async",
@@ -71,7 +71,7 @@ pub const PEERS: &[SystemRow] = &[
         role: Role::Peer,
         about: "raft-engine driven by Tokio tasks, each commit in spawn_blocking (how an async user runs it today)",
         one_thread_only: false,
-        open: |dir| Ok(Arc::new(SpawnBlocking(Arc::new(RaftEngineSystem::open(dir)?)))),
+        open: |dir| Ok(Arc::new(OnTasks::spawn_blocking(Arc::new(RaftEngineSystem::open(dir)?)))),
     },
     SystemRow {
         name: "okaywal",

@@ -80,11 +80,10 @@ async fn drive<S: RaftLogStorage<RaftTypes>>(
     let mut next = 1;
     let mut appends = 0;
     while started.elapsed() < Duration::from_secs(options.seconds) {
-        let batch = entries(next, batch, &payload);
         let call = Instant::now();
-        store.blocking_append(batch.clone()).await?;
+        store.blocking_append(entries(next, batch, &payload)).await?;
         latency_us.saturating_record(call.elapsed().as_micros().max(1) as u64);
-        next += batch.len() as u64;
+        next += batch as u64;
         appends += 1;
     }
     Ok(Point {
@@ -125,10 +124,7 @@ async fn point(
 
 /// Runs the benchmark and prints the table.
 pub fn run(options: &RaftStoreOptions) -> Result<(), BoxError> {
-    let parent = options.device.parent_dir(options.dir.as_deref())?;
-    std::fs::create_dir_all(&parent)?;
-    let workdir = tempfile::Builder::new().prefix("redolog-raft-store-").tempdir_in(&parent)?;
-    options.device.install();
+    let workdir = options.device.work_dir(options.dir.as_deref(), "redolog-raft-store-")?;
     println!("redolog raft-store: {} on device {}", workdir.path().display(), options.device);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let names = stores();

@@ -71,10 +71,7 @@ struct Written {
 
 /// Writes about `--gib` of groups into a fresh log; returns it open.
 fn fill(options: &ReadBackOptions) -> Result<(Log, Written), BoxError> {
-    let parent = options.device.parent_dir(options.dir.as_deref())?;
-    std::fs::create_dir_all(&parent)?;
-    let dir = tempfile::Builder::new().prefix("redolog-read-back-").tempdir_in(&parent)?;
-    options.device.install();
+    let dir = options.device.work_dir(options.dir.as_deref(), "redolog-read-back-")?;
     let target = (options.gib * f64::from(1u32 << 30)) as u64;
     // Room for the data, its block headers and a margin: no checkpoint needed.
     let capacity = (target + target / 16 + (64 << 20)).next_multiple_of(1 << 20);

@@ -157,11 +157,7 @@ fn start_tasks(
         .map(|stats| {
             let (stop, stats, workload) = (stop.clone(), stats.clone(), *workload);
             let record: Arc<[u8]> = vec![0x5Au8; workload.record_bytes].into();
-            let driver = match &driver {
-                Driver::Futures(log) => Driver::Futures(log.clone()),
-                Driver::SpawnBlocking(system) => Driver::SpawnBlocking(system.clone()),
-                Driver::Threads => Driver::Threads,
-            };
+            let driver = driver.clone();
             runtime.spawn(async move {
                 let mut commits = 0u64;
                 while !stop.load(Ordering::Relaxed) {

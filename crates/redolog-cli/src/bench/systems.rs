@@ -54,6 +54,7 @@ pub trait System: Send + Sync {
 }
 
 /// How a point's committers run.
+#[derive(Clone)]
 pub enum Driver {
     /// One OS thread per committer, calling `System::commit`.
     Threads,
@@ -135,7 +136,7 @@ pub const SYSTEMS: &[SystemRow] = &[
         about: "redolog through futures: each of --threads is a Tokio task awaiting commit_async, on one worker \
                 per usable CPU (Pipeline::Auto)",
         one_thread_only: false,
-        open: |dir| Ok(Arc::new(AsyncSystem(RedologSystem::open(dir, Pipeline::Auto)?))),
+        open: |dir| Ok(Arc::new(OnTasks::futures(RedologSystem::open(dir, Pipeline::Auto)?))),
     },
     SystemRow {
         name: "mutex",
@@ -217,60 +218,51 @@ impl System for MtrSystem {
     }
 }
 
-/// redolog driven by tasks through `commit_async` (its driver is
-/// `Driver::Futures`: the runner runs tasks, not threads).
-pub struct AsyncSystem(pub RedologSystem);
+/// A system whose points run Tokio tasks instead of threads (`driver`):
+/// every call but the driver goes to `system`.
+pub struct OnTasks {
+    system: Arc<dyn System>,
+    driver: Driver,
+}
 
-impl System for AsyncSystem {
-    fn append(&self, record: &[u8]) -> Result<u64, BoxError> {
-        self.0.append(record)
+impl OnTasks {
+    /// redolog through `commit_async` (`async`): no thread per waiter.
+    pub fn futures(redolog: RedologSystem) -> Self {
+        let driver = Driver::Futures(redolog.log.clone());
+        OnTasks { system: Arc::new(redolog), driver }
     }
 
-    fn wait(&self, token: u64, durability: Durability) -> Result<(), BoxError> {
-        self.0.wait(token, durability)
-    }
-
-    fn maintain(&self) {
-        self.0.maintain();
-    }
-
-    fn metrics(&self) -> Option<redolog::Metrics> {
-        self.0.metrics()
-    }
-
-    fn driver(&self) -> Driver {
-        Driver::Futures(self.0.log.clone())
+    /// A blocking system, each commit in `spawn_blocking`: the peers as an
+    /// async user runs them today.
+    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
+    pub fn spawn_blocking(system: Arc<dyn System>) -> Self {
+        OnTasks { driver: Driver::SpawnBlocking(system.clone()), system }
     }
 }
 
-/// A blocking system driven by tasks, each commit in `spawn_blocking`
-/// (`Driver::SpawnBlocking`): the peers as an async user runs them today.
-#[cfg_attr(not(feature = "peers"), allow(dead_code))]
-pub struct SpawnBlocking(pub Arc<dyn System>);
-
-impl System for SpawnBlocking {
+impl System for OnTasks {
     fn append(&self, record: &[u8]) -> Result<u64, BoxError> {
-        self.0.append(record)
+        self.system.append(record)
     }
 
     fn wait(&self, token: u64, durability: Durability) -> Result<(), BoxError> {
-        self.0.wait(token, durability)
+        self.system.wait(token, durability)
     }
 
     fn commit(&self, record: &[u8], durability: Durability) -> Result<u64, BoxError> {
-        self.0.commit(record, durability)
+        self.system.commit(record, durability)
     }
 
     fn maintain(&self) {
-        self.0.maintain();
+        self.system.maintain();
     }
 
     fn metrics(&self) -> Option<redolog::Metrics> {
-        self.0.metrics()
+        self.system.metrics()
     }
 
     fn driver(&self) -> Driver {
-        Driver::SpawnBlocking(self.0.clone())
+        self.driver.clone()
     }
 }
 
