@@ -116,6 +116,13 @@ impl<C: RaftTypeConfig> State<C> {
         drop(self.entries.split_off(&since));
     }
 
+    /// An entry at `index` replaces the one there and every one after it
+    /// (Raft's log matching: a new entry at an index ends the old suffix).
+    fn insert(&mut self, index: u64, slot: Slot<C>) {
+        self.truncate(index);
+        self.entries.insert(index, slot);
+    }
+
     fn purge(&mut self, upto: LogId<C::NodeId>) {
         self.entries = self.entries.split_off(&(upto.index + 1));
         if self.purged.as_ref().is_none_or(|purged| purged.index < upto.index) {
@@ -222,8 +229,7 @@ where
                             record: number,
                             cached: Some(entry),
                         };
-                        state.truncate(index);
-                        state.entries.insert(index, slot);
+                        state.insert(index, slot);
                     }
                     Record::Vote(vote) => state.vote = Some(vote),
                     Record::Committed(committed) => state.committed = committed,
@@ -392,9 +398,7 @@ where
             for (number, entry) in entries.into_iter().enumerate() {
                 let log_id = entry.get_log_id().clone();
                 let index = log_id.index;
-                state.truncate(index);
-                let slot = Slot { log_id, group: start, end, record: number, cached: Some(entry) };
-                state.entries.insert(index, slot);
+                state.insert(index, Slot { log_id, group: start, end, record: number, cached: Some(entry) });
             }
             state.evict(self.log.durable_lsn());
         }

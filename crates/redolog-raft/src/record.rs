@@ -86,28 +86,24 @@ pub(crate) fn state<C: RaftTypeConfig>(kept: &Kept<C>) -> Result<Vec<u8>, Error>
     json(header(STATE), kept)
 }
 
-/// Why a record could not be decoded (the caller adds where it is).
-fn bad(reason: impl Into<String>) -> String {
-    reason.into()
-}
-
 fn index_at(bytes: &[u8]) -> Result<u64, String> {
-    let index: [u8; 8] = bytes.get(2..10).and_then(|b| b.try_into().ok()).ok_or_else(|| bad("header cut short"))?;
+    let index: [u8; 8] =
+        bytes.get(2..10).and_then(|b| b.try_into().ok()).ok_or_else(|| "header cut short".to_string())?;
     Ok(u64::from_le_bytes(index))
 }
 
 fn body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    serde_json::from_slice(bytes).map_err(|error| bad(format!("body: {error}")))
+    serde_json::from_slice(bytes).map_err(|error| format!("body: {error}"))
 }
 
 /// Decodes a record's header and, except for an entry, its body.
 pub(crate) fn decode<C: RaftTypeConfig>(bytes: &[u8]) -> Result<Record<C>, String> {
     let (&version, &kind) = match bytes {
         [version, kind, ..] => (version, kind),
-        _ => return Err(bad(format!("{} bytes: shorter than a header", bytes.len()))),
+        _ => return Err(format!("{} bytes: shorter than a header", bytes.len())),
     };
     if version != VERSION {
-        return Err(bad(format!("record version {version}; this build reads version {VERSION}")));
+        return Err(format!("record version {version}; this build reads version {VERSION}"));
     }
     Ok(match kind {
         ENTRY => Record::Entry { index: index_at(bytes)? },
@@ -116,7 +112,7 @@ pub(crate) fn decode<C: RaftTypeConfig>(bytes: &[u8]) -> Result<Record<C>, Strin
         TRUNCATE => Record::Truncate { since: index_at(bytes)? },
         PURGE => Record::Purge(body(&bytes[2..])?),
         STATE => Record::State(body(&bytes[2..])?),
-        other => return Err(bad(format!("unknown record kind {other}"))),
+        other => return Err(format!("unknown record kind {other}")),
     })
 }
 
@@ -125,5 +121,5 @@ pub(crate) fn entry_body<C: RaftTypeConfig>(bytes: &[u8]) -> Result<C::Entry, St
 where
     C::Entry: DeserializeOwned,
 {
-    body(bytes.get(10..).ok_or_else(|| bad("entry header cut short"))?)
+    body(bytes.get(10..).ok_or_else(|| "entry header cut short".to_string())?)
 }
