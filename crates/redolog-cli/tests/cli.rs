@@ -250,3 +250,18 @@ fn bench_async_runs_tasks_beside_threads() {
     assert_eq!(rows.len(), 2, "{rows:?}\n{stdout}");
     assert!(stdout.contains("× redolog"), "{stdout}");
 }
+
+/// `redolog bench --workload raft`: a three-node openraft cluster per store,
+/// clients writing through the leader; every write succeeds.
+#[test]
+fn bench_raft_writes_through_a_three_node_cluster() {
+    let stdout = bench(&["--workload", "raft", "--tasks", "4", "--time", "0.5", "--device", "tmpfs"]);
+    let row = stdout
+        .lines()
+        .find(|line| line.split_whitespace().take(2).eq(["redolog-raft", "4"]))
+        .unwrap_or_else(|| panic!("no redolog-raft row\n{stdout}"));
+    let columns: Vec<&str> = row.split_whitespace().collect();
+    let writes_per_s: f64 = columns[2].parse().expect("writes/s");
+    assert!(writes_per_s > 0.0, "{row}");
+    assert_eq!(columns.last(), Some(&"0"), "failed writes: {row}");
+}

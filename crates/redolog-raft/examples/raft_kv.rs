@@ -6,12 +6,9 @@
 //! cargo run -p redolog-raft --example raft_kv
 //! ```
 //!
-//! The network is in-process (a map from node id to its `Raft`); a node that
-//! is down is unreachable. The state machine is the tests' in-memory one
-//! (`tests/common/mod.rs`): the applied `key=value` strings.
-
-#[path = "../tests/common/mod.rs"]
-mod common;
+//! The network and the state machine are the crate's in-process ones
+//! (`redolog_raft::in_process`): a map from node id to its `Raft`, where a node
+//! that is down is unreachable, and an in-memory map of `key=value` writes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -21,14 +18,14 @@ use std::time::{Duration, Instant};
 use openraft::storage::RaftLogStorage;
 use openraft::{BasicNode, Config, Raft};
 
-use common::network::{Node, Router};
-use common::Machine;
+use redolog_raft::in_process::{Machine, Node, Router, Store};
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 /// Starts node `id` on its log directory (recovering what is there).
 async fn start(id: u64, dir: &Path, router: &Router, config: &Arc<Config>) -> Result<(Node, Machine), Failure> {
-    let mut store = common::open(&dir.join(format!("node-{id}")));
+    let config_1mib = redolog::Config { capacity_bytes: 1 << 20, ..redolog::Config::default() };
+    let mut store = Store::open(dir.join(format!("node-{id}")), config_1mib)?;
     if let Some(last) = store.get_log_state().await?.last_log_id {
         println!("node {id} recovered its log up to index {} from its redolog store", last.index);
     }
@@ -87,10 +84,9 @@ async fn main() -> Result<(), Failure> {
         caught_up.last_applied.map_or(0, |id| id.index)
     );
 
-    let applied: BTreeSet<Vec<String>> = nodes.values().map(|(_, machine)| machine.applied()).collect();
+    let applied: BTreeSet<BTreeMap<String, String>> = nodes.values().map(|(_, machine)| machine.data()).collect();
     let [data] = applied.into_iter().collect::<Vec<_>>().try_into().map_err(|_| "the nodes differ")?;
-    let keys = data.iter().filter(|entry| entry.starts_with("key")).count();
-    println!("all 3 nodes applied the same {keys} writes");
+    println!("all 3 nodes applied the same {} keys", data.len());
     for (_, (node, _)) in nodes {
         node.shutdown().await?;
     }

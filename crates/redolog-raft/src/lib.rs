@@ -36,6 +36,7 @@
 //! # drop(store); Ok(()) }
 //! ```
 
+pub mod in_process;
 mod record;
 
 use std::collections::BTreeMap;

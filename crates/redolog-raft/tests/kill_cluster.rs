@@ -24,8 +24,7 @@ use std::time::Duration;
 use openraft::storage::RaftLogStorage;
 use openraft::{BasicNode, Config, EntryPayload, RaftLogReader, SnapshotPolicy};
 
-use common::network::Router;
-use common::{Machine, Store};
+use common::{Machine, Router, Store};
 
 const CHILD_ENV: &str = "REDOLOG_RAFT_KILL_DIR";
 const NODES: u64 = 3;

@@ -11,6 +11,9 @@ mod machine;
 mod peers;
 mod plot;
 mod quota;
+mod raft_cluster;
+#[cfg(feature = "peers")]
+mod raft_log_store;
 #[cfg(feature = "peers")]
 mod raft_rocksdb;
 pub mod raft_store;
@@ -67,9 +70,23 @@ impl DurabilityArg {
     }
 }
 
+/// What `redolog bench` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WorkloadArg {
+    /// Commits to one log: redolog against the baselines and peers.
+    Log,
+    /// Writes through the leader of a three-node openraft cluster in this
+    /// process: redolog-raft against the RocksDB and raft-log log stores
+    /// (`--features peers`); `--threads` are the client tasks.
+    Raft,
+}
+
 /// Options of `redolog bench`.
 #[derive(Clone, Debug, Args)]
 pub struct BenchOptions {
+    /// What to run.
+    #[arg(long, value_enum, default_value_t = WorkloadArg::Log)]
+    pub workload: WorkloadArg,
     /// Thread counts to sweep (with `async`: task counts; `--tasks` is an alias).
     #[arg(long, alias = "tasks", value_delimiter = ',', default_value = "1,4,16,64")]
     pub threads: Vec<usize>,
@@ -162,6 +179,9 @@ impl Contender {
 
 /// Runs the benchmark and prints the table.
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
+    if options.workload == WorkloadArg::Raft {
+        return raft_cluster::run(options);
+    }
     let mut options = match options.scenario {
         Some(scenario) => scenario.options(options),
         None => options.clone(),

@@ -7,7 +7,6 @@
 //! written the way openraft's RocksDB example is (entries and the vote in one
 //! database, a WriteBatch per append, `flush_wal(true)` before the callback).
 
-use std::io::Cursor; // the default snapshot type of declare_raft_types
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -18,12 +17,12 @@ use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
 
 use super::machine::process_cpu_time;
 use super::report::median;
+use super::runner::new_histogram;
 use super::{sync_hook, BoxError, Device};
 
-openraft::declare_raft_types!(
-    /// The benchmark's Raft types: string payloads, openraft's defaults.
-    pub RaftTypes: D = String, R = String
-);
+/// The benchmark's Raft types: the in-process cluster's (string commands,
+/// openraft's defaults otherwise).
+pub use redolog_raft::in_process::TypeConfig as RaftTypes;
 
 /// Options of `redolog raft-store`.
 #[derive(Clone, Debug, Args)]
@@ -74,7 +73,7 @@ async fn drive<S: RaftLogStorage<RaftTypes>>(
     options: &RaftStoreOptions,
 ) -> Result<Point, BoxError> {
     let payload = "p".repeat(options.entry_bytes);
-    let mut latency_us = Histogram::new(3)?;
+    let mut latency_us = new_histogram();
     let (fsyncs, cpu) = (sync_hook::calls(), process_cpu_time());
     let started = Instant::now();
     let mut next = 1;
@@ -100,7 +99,7 @@ async fn drive<S: RaftLogStorage<RaftTypes>>(
 fn stores() -> Vec<&'static str> {
     let mut names = vec!["redolog-raft"];
     if cfg!(feature = "peers") {
-        names.push("rocksdb-raft");
+        names.extend(["rocksdb-raft", "raft-log", "raft-log-nowait"]);
     }
     names
 }
@@ -118,6 +117,12 @@ async fn point(
         }
         #[cfg(feature = "peers")]
         "rocksdb-raft" => drive(super::raft_rocksdb::RocksDbLogStore::open(dir)?, batch, options).await,
+        #[cfg(feature = "peers")]
+        "raft-log" => drive(super::raft_log_store::RaftLogStore::open(dir)?, batch, options).await,
+        #[cfg(feature = "peers")]
+        "raft-log-nowait" => {
+            drive(super::raft_log_store::RaftLogStore::open_without_batch_wait(dir)?, batch, options).await
+        }
         other => Err(format!("no store {other} in this build").into()),
     }
 }
@@ -162,7 +167,7 @@ fn print_table(results: &[(usize, &str, Vec<Point>)]) {
     for (batch, name, points) in results {
         let per_s =
             |f: fn(&Point) -> u64| median(points.iter().map(|p| f(p) as f64 / p.elapsed.as_secs_f64()).collect());
-        let mut latency = Histogram::<u64>::new(3).expect("histogram");
+        let mut latency = new_histogram();
         for point in points {
             let _ = latency.add(&point.latency_us);
         }
