@@ -7,13 +7,17 @@
 //! written the way openraft's RocksDB example is (entries and the vote in one
 //! database, a WriteBatch per append, `flush_wal(true)` before the callback).
 
+use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use hdrhistogram::Histogram;
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
+use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, StorageError};
 
 use super::machine::process_cpu_time;
 use super::report::median;
@@ -30,6 +34,11 @@ pub struct RaftStoreOptions {
     /// Entries per append call.
     #[arg(long, value_delimiter = ',', default_value = "1,16,256")]
     pub entries: Vec<usize>,
+    /// Appends kept outstanding: 1 awaits each flush before the next append,
+    /// as openraft 0.9's core does; more submit the next appends first, as
+    /// openraft 0.10's core does (it does not wait for the flush).
+    #[arg(long, default_value_t = 1)]
+    pub in_flight: usize,
     /// Payload bytes per entry.
     #[arg(long, default_value_t = 128)]
     pub entry_bytes: usize,
@@ -66,9 +75,15 @@ fn entries(first: u64, count: usize, payload: &str) -> Vec<Entry<RaftTypes>> {
         .collect()
 }
 
-/// Appends batches of `batch` entries to `store` for `seconds`.
-async fn drive<S: RaftLogStorage<RaftTypes>>(
-    mut store: S,
+/// An append in flight: its submission time and the future that completes
+/// when its flush callback fires.
+type InFlight = (Instant, Pin<Box<dyn Future<Output = Result<(), StorageError<u64>>>>>);
+
+/// Appends batches of `batch` entries to `store` for `seconds`, keeping
+/// `--in-flight` appends outstanding: each is submitted (polled once, so the
+/// appends reach the store in index order) before the oldest is awaited.
+async fn drive<S: RaftLogStorage<RaftTypes> + Clone>(
+    store: S,
     batch: usize,
     options: &RaftStoreOptions,
 ) -> Result<Point, BoxError> {
@@ -78,12 +93,29 @@ async fn drive<S: RaftLogStorage<RaftTypes>>(
     let started = Instant::now();
     let mut next = 1;
     let mut appends = 0;
-    while started.elapsed() < Duration::from_secs(options.seconds) {
-        let call = Instant::now();
-        store.blocking_append(entries(next, batch, &payload)).await?;
-        latency_us.saturating_record(call.elapsed().as_micros().max(1) as u64);
-        next += batch as u64;
-        appends += 1;
+    let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+    loop {
+        let submitting = started.elapsed() < Duration::from_secs(options.seconds);
+        if submitting && in_flight.len() < options.in_flight.max(1) {
+            let (mut clone, entries) = (store.clone(), entries(next, batch, &payload));
+            let mut append: Pin<Box<dyn Future<Output = _>>> =
+                Box::pin(async move { clone.blocking_append(entries).await });
+            let submitted = Instant::now();
+            // The first poll runs the store's `append` (and finishes the
+            // future if the store flushed inside it).
+            if let Poll::Ready(result) = poll_fn(|context| Poll::Ready(append.as_mut().poll(context))).await {
+                result?;
+                latency_us.saturating_record(submitted.elapsed().as_micros().max(1) as u64);
+            } else {
+                in_flight.push_back((submitted, append));
+            }
+            next += batch as u64;
+            appends += 1;
+            continue;
+        }
+        let Some((submitted, append)) = in_flight.pop_front() else { break };
+        append.await?;
+        latency_us.saturating_record(submitted.elapsed().as_micros().max(1) as u64);
     }
     Ok(Point {
         appends,
@@ -130,7 +162,12 @@ async fn point(
 /// Runs the benchmark and prints the table.
 pub fn run(options: &RaftStoreOptions) -> Result<(), BoxError> {
     let workdir = options.device.work_dir(options.dir.as_deref(), "redolog-raft-store-")?;
-    println!("redolog raft-store: {} on device {}", workdir.path().display(), options.device);
+    println!(
+        "redolog raft-store: {} on device {}, {} append(s) in flight",
+        workdir.path().display(),
+        options.device,
+        options.in_flight.max(1)
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let names = stores();
     let mut results: Vec<(usize, &str, Vec<Point>)> = Vec::new();
