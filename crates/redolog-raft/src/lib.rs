@@ -114,7 +114,11 @@ struct State<C: RaftTypeConfig> {
 
 impl<C: RaftTypeConfig> State<C> {
     fn truncate(&mut self, since: u64) {
-        drop(self.entries.split_off(&since));
+        // The common case, an append past the last entry, has nothing to cut:
+        // `split_off` would still walk and rebuild the tree's right edge.
+        if self.entries.last_key_value().is_some_and(|(&last, _)| last >= since) {
+            drop(self.entries.split_off(&since));
+        }
     }
 
     /// An entry at `index` replaces the one there and every one after it

@@ -87,6 +87,11 @@ pub struct BenchOptions {
     /// What to run.
     #[arg(long, value_enum, default_value_t = WorkloadArg::Log)]
     pub workload: WorkloadArg,
+    /// With `--workload raft`: the log stores to compare (redolog-raft,
+    /// rocksdb-raft, raft-log, raft-log-nowait); default: every one this
+    /// build has.
+    #[arg(long, value_delimiter = ',')]
+    pub stores: Vec<String>,
     /// Thread counts to sweep (with `async`: task counts; `--tasks` is an alias).
     #[arg(long, alias = "tasks", value_delimiter = ',', default_value = "1,4,16,64")]
     pub threads: Vec<usize>,

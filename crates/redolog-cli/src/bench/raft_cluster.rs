@@ -163,7 +163,17 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
         options.record_bytes
     );
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let names = stores();
+    let names: Vec<&str> = match options.stores.as_slice() {
+        [] => stores(),
+        chosen => {
+            let known = stores();
+            chosen
+                .iter()
+                .map(|name| known.iter().copied().find(|known| known == name))
+                .collect::<Option<_>>()
+                .ok_or_else(|| format!("--stores {}: this build has {}", chosen.join(","), known.join(",")))?
+        }
+    };
     let mut results: Vec<(usize, &str, Vec<Point>)> = Vec::new();
     for &clients in &options.threads {
         for name in &names {
