@@ -12,10 +12,13 @@
 //!   core, no thread per append.
 //! - **`save_vote`** returns only once the vote is durable (it awaits
 //!   `Log::wait_async`).
-//! - **`truncate`, `purge` and `save_committed`** append a record and do not
-//!   wait: the log is sequential, so the next durable append or vote makes
-//!   them durable too, and losing one in a crash before that is losing an
-//!   operation Raft redoes (docs/RAFT.md, "Durability").
+//! - **`truncate` and `purge`** append a record and do not wait: the log is
+//!   sequential, so the next durable append or vote makes them durable too,
+//!   and losing one in a crash before that is losing an operation Raft redoes
+//!   (docs/RAFT.md, "Durability").
+//! - **`save_committed`** appends nothing by itself: the committed id goes
+//!   first in the next group the store appends, or is appended when the store
+//!   is dropped — no fdatasync of its own for a hint openraft may lose.
 //! - **Reads** come from an index of entry positions rebuilt at open by
 //!   recovery, from a cache of the newest entries (every entry not yet durable
 //!   is cached), and for older entries from the files through redolog's live
@@ -110,6 +113,10 @@ struct State<C: RaftTypeConfig> {
     checkpoint: Lsn,
     /// Entries below this index hold no cached entry.
     uncached_below: u64,
+    /// The committed id `save_committed` was given, encoded, not yet in the
+    /// log: it goes first in the next group the store appends (or is
+    /// appended when the store closes), so it costs no fdatasync of its own.
+    pending_committed: Option<Vec<u8>>,
 }
 
 impl<C: RaftTypeConfig> State<C> {
@@ -150,25 +157,43 @@ impl<C: RaftTypeConfig> State<C> {
     }
 }
 
-/// openraft's log storage on one redolog log. Clones share the log: the
-/// store is its own `LogReader`.
-pub struct RedologLogStore<C: RaftTypeConfig> {
-    log: Arc<Log>,
-    state: Arc<Mutex<State<C>>>,
+/// What the clones of a store share.
+struct Shared<C: RaftTypeConfig> {
+    log: Log,
+    state: Mutex<State<C>>,
     /// The log's capacity: a purge checkpoints once an eighth of it is free
     /// to reclaim.
     capacity: u64,
 }
 
+impl<C: RaftTypeConfig> Drop for Shared<C> {
+    /// Appends the pending committed id; the log's own drop then writes and
+    /// syncs it.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(record) = state.pending_committed.take() {
+            // Best effort, as the log's drop is: the committed id is a hint
+            // (docs/RAFT.md, "Durability").
+            let _ = self.log.append_group(&[&record]);
+        }
+    }
+}
+
+/// openraft's log storage on one redolog log. Clones share the log: the
+/// store is its own `LogReader`.
+pub struct RedologLogStore<C: RaftTypeConfig> {
+    shared: Arc<Shared<C>>,
+}
+
 impl<C: RaftTypeConfig> Clone for RedologLogStore<C> {
     fn clone(&self) -> Self {
-        RedologLogStore { log: self.log.clone(), state: self.state.clone(), capacity: self.capacity }
+        RedologLogStore { shared: self.shared.clone() }
     }
 }
 
 impl<C: RaftTypeConfig> Debug for RedologLogStore<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedologLogStore").field("end_lsn", &self.log.end_lsn()).finish_non_exhaustive()
+        f.debug_struct("RedologLogStore").field("end_lsn", &self.shared.log.end_lsn()).finish_non_exhaustive()
     }
 }
 
@@ -219,6 +244,7 @@ where
             end: recovery.end_lsn(),
             checkpoint: recovery.checkpoint_lsn(),
             uncached_below: 0,
+            pending_committed: None,
         };
         for group in recovery {
             let group = group?;
@@ -251,29 +277,33 @@ where
             }
         }
         state.evict(log.durable_lsn());
-        Ok(RedologLogStore { log: Arc::new(log), state: Arc::new(Mutex::new(state)), capacity })
+        Ok(RedologLogStore { shared: Arc::new(Shared { log, state: Mutex::new(state), capacity }) })
     }
 
     /// The redolog log underneath: its metrics, its durable LSN.
     pub fn log(&self) -> &Log {
-        &self.log
+        &self.shared.log
     }
 
     fn state(&self) -> MutexGuard<'_, State<C>> {
         // A panic while holding the lock leaves maps that are still whole:
         // every update is one map operation.
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.shared.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Appends `records` as one group; returns its start and end.
-    fn append_group(&self, records: &[Vec<u8>]) -> Result<(Lsn, Lsn), Error> {
-        let refs: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+    /// Appends `records` as one group, after the pending committed id if
+    /// there is one; returns the group's start and end and the number of the
+    /// first of `records` in it.
+    fn append_group(&self, records: &[Vec<u8>]) -> Result<(Lsn, Lsn, usize), Error> {
+        let pending = self.state().pending_committed.take();
+        let refs: Vec<&[u8]> = pending.iter().chain(records).map(Vec::as_slice).collect();
         // The store is the log's only appender and appends under `&mut self`,
-        // so the group starts where the previous one ended.
-        let end = self.log.append_group(&refs)?;
+        // so the group starts where the previous one ended. (A failed append
+        // poisons the log: the pending id has nowhere left to go.)
+        let end = self.shared.log.append_group(&refs)?;
         let mut state = self.state();
         let start = std::mem::replace(&mut state.end, end);
-        Ok((start, end))
+        Ok((start, end, usize::from(pending.is_some())))
     }
 
     /// Entries in `range`, from the cache or the files.
@@ -290,7 +320,7 @@ where
                 continue;
             }
             if last_group.as_ref().is_none_or(|group| group.start_lsn() != lsn) {
-                let mut reader = self.log.read_from(lsn)?;
+                let mut reader = self.shared.log.read_from(lsn)?;
                 let missing = || Error::Corrupt { lsn, record: number, reason: "the group is not durable".into() };
                 last_group = Some(reader.try_next()?.ok_or_else(missing)?);
             }
@@ -310,7 +340,7 @@ where
         let (target, kept) = {
             let state = self.state();
             let target = state.entries.first_key_value().map_or(state.end, |(_, slot)| slot.group);
-            if target.as_u64().saturating_sub(state.checkpoint.as_u64()) < self.capacity / 8 {
+            if target.as_u64().saturating_sub(state.checkpoint.as_u64()) < self.shared.capacity / 8 {
                 return Ok(());
             }
             (
@@ -322,9 +352,9 @@ where
                 },
             )
         };
-        let (_, end) = self.append_group(&[record::state(&kept)?])?;
-        self.log.wait_async(end, Durability::Synced).await?;
-        self.log.checkpoint(target)?;
+        let (_, end, _) = self.append_group(&[record::state(&kept)?])?;
+        self.shared.log.wait_async(end, Durability::Synced).await?;
+        self.shared.log.checkpoint(target)?;
         self.state().checkpoint = target;
         Ok(())
     }
@@ -362,9 +392,9 @@ where
 
     async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         let fail = |error: Error| StorageError::from(StorageIOError::write_vote(AnyError::new(&error)));
-        let (_, end) = self.append_group(&[record::vote::<C>(vote).map_err(fail)?]).map_err(fail)?;
+        let (_, end, _) = self.append_group(&[record::vote::<C>(vote).map_err(fail)?]).map_err(fail)?;
         self.state().vote = Some(vote.clone());
-        self.log.wait_async(end, Durability::Synced).await.map_err(|error| fail(error.into()))
+        self.shared.log.wait_async(end, Durability::Synced).await.map_err(|error| fail(error.into()))
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
@@ -373,8 +403,9 @@ where
 
     async fn save_committed(&mut self, committed: Option<LogId<C::NodeId>>) -> Result<(), StorageError<C::NodeId>> {
         let record = record::committed::<C>(&committed).map_err(|error| write_error(&error))?;
-        self.append_group(&[record]).map_err(|error| write_error(&error))?;
-        self.state().committed = committed;
+        let mut state = self.state();
+        state.pending_committed = Some(record);
+        state.committed = committed;
         Ok(())
     }
 
@@ -397,17 +428,17 @@ where
             callback.log_io_completed(Ok(()));
             return Ok(());
         }
-        let (start, end) = self.append_group(&records).map_err(|error| write_error(&error))?;
+        let (start, end, first) = self.append_group(&records).map_err(|error| write_error(&error))?;
         {
             let mut state = self.state();
             for (number, entry) in entries.into_iter().enumerate() {
                 let log_id = entry.get_log_id().clone();
                 let index = log_id.index;
-                state.insert(index, Slot { log_id, group: start, end, record: number, cached: Some(entry) });
+                state.insert(index, Slot { log_id, group: start, end, record: first + number, cached: Some(entry) });
             }
-            state.evict(self.log.durable_lsn());
+            state.evict(self.shared.log.durable_lsn());
         }
-        self.log.on_durable(end, Durability::Synced, move |result| {
+        self.shared.log.on_durable(end, Durability::Synced, move |result| {
             callback.log_io_completed(result.map_err(std::io::Error::other));
         });
         Ok(())

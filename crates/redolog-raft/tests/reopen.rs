@@ -60,10 +60,14 @@ async fn every_kind_of_write_survives_a_reopen() {
     store.save_vote(&Vote::new(2, 1)).await.expect("vote");
     let mut store = reopened(dir.path(), store, "vote").await;
     assert_eq!(store.read_vote().await.expect("vote"), Some(Vote::new(2, 1)));
+    // `save_committed` appends nothing: the id goes first in the next group,
+    // or is appended when the store closes.
+    store.save_committed(Some(log_id(1, 5))).await.expect("committed");
+    let mut store = reopened(dir.path(), store, "committed, then closed").await;
+    assert_eq!(store.read_committed().await.expect("committed"), Some(log_id(1, 5)));
     store.save_committed(Some(log_id(1, 6))).await.expect("committed");
-    // `save_committed` does not wait; the next durable append carries it.
     store.blocking_append([entry(2, 11)]).await.expect("append");
-    let mut store = reopened(dir.path(), store, "committed").await;
+    let mut store = reopened(dir.path(), store, "committed, then an append").await;
     assert_eq!(store.read_committed().await.expect("committed"), Some(log_id(1, 6)));
     store.truncate(log_id(1, 9)).await.expect("truncate");
     store.blocking_append([entry(3, 9), entry(3, 10)]).await.expect("append after truncate");
@@ -114,13 +118,19 @@ async fn a_checkpoint_after_a_purge_keeps_the_vote_the_committed_id_and_the_entr
 }
 
 /// More entries than the cache holds: the old ones are read from the files
-/// through the live reader, equal to what was appended.
+/// through the live reader, equal to what was appended, also from groups
+/// that begin with a committed id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn entries_the_cache_dropped_are_read_from_the_files() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut store = Store::open(dir.path(), redolog::Config { capacity_bytes: 8 << 20, ..redolog::Config::default() })
         .expect("open");
     for batch in 0..100u64 {
+        // As a leader does: the committed id before most appends, so those
+        // groups start with it and their entries' record numbers shift.
+        if batch % 3 != 0 {
+            store.save_committed(Some(log_id(1, batch * 64))).await.expect("committed");
+        }
         store.blocking_append((1..=64).map(|i| entry(1, batch * 64 + i))).await.expect("append");
     }
     let mut reader = store.get_log_reader().await;
