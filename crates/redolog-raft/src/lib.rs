@@ -48,9 +48,11 @@ use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use openraft::async_runtime::AsyncOneshotSendExt;
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{
-    AnyError, LogId, LogState, RaftLogId, RaftLogReader, RaftTypeConfig, StorageError, StorageIOError, Vote,
+    AnyError, AsyncRuntime, LogId, LogState, RaftLogId, RaftLogReader, RaftTypeConfig, StorageError, StorageIOError,
+    Vote,
 };
 use redolog::{Config, Durability, Log, Lsn};
 use serde::de::DeserializeOwned;
@@ -354,7 +356,27 @@ where
         };
         let (_, end, _) = self.append_group(&[record::state(&kept)?])?;
         self.shared.log.wait_async(end, Durability::Synced).await?;
-        self.shared.log.checkpoint(target)?;
+        // A checkpoint writes and syncs a checkpoint block: it runs on a
+        // thread of its own (one per eighth of the log), so no executor thread
+        // blocks on the disk; the purge awaits it.
+        let (done, checkpointed) = C::AsyncRuntime::oneshot();
+        let shared = self.shared.clone();
+        let spawned = std::thread::Builder::new().name("redolog-raft-checkpoint".into()).spawn(move || {
+            let result = shared.log.checkpoint(target);
+            // Let go of the log before answering: a store dropped right after
+            // the purge must close it (and free its directory) at once.
+            drop(shared);
+            let _ = done.send(result);
+        });
+        let on_thread = match spawned {
+            Ok(_) => checkpointed.await.ok(),
+            Err(_) => None,
+        };
+        match on_thread {
+            Some(result) => result?,
+            // No thread to spare, or it ended without an answer: checkpoint here.
+            None => self.shared.log.checkpoint(target)?,
+        }
         self.state().checkpoint = target;
         Ok(())
     }
