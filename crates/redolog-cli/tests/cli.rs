@@ -265,3 +265,14 @@ fn bench_raft_writes_through_a_three_node_cluster() {
     assert!(writes_per_s > 0.0, "{row}");
     assert_eq!(columns.last(), Some(&"0"), "failed writes: {row}");
 }
+
+/// Options that mean nothing to a workload are refused, not ignored.
+#[test]
+fn bench_refuses_options_its_workload_does_not_take() {
+    let output = redolog(&["bench", "--workload", "raft", "--json", "/tmp/never-written.json"]);
+    assert!(!output.status.success());
+    assert!(text(&output.stderr).contains("--json does not apply to --workload raft"), "{}", text(&output.stderr));
+    let output = redolog(&["bench", "--stores", "raft-log"]);
+    assert!(!output.status.success());
+    assert!(text(&output.stderr).contains("--stores applies to --workload raft only"), "{}", text(&output.stderr));
+}

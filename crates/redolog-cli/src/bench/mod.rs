@@ -187,6 +187,9 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
     if options.workload == WorkloadArg::Raft {
         return raft_cluster::run(options);
     }
+    if !options.stores.is_empty() {
+        return Err("--stores applies to --workload raft only".into());
+    }
     let mut options = match options.scenario {
         Some(scenario) => scenario.options(options),
         None => options.clone(),

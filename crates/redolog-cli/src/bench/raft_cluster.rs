@@ -155,6 +155,22 @@ async fn point(store: &str, dir: &Path, clients: usize, options: &BenchOptions) 
 /// Runs the cluster benchmark at each `--threads` count (clients) and prints
 /// the table.
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
+    let unsupported = [
+        ("--json", options.json.is_some()),
+        ("--plot", options.plot.is_some()),
+        ("--scenario", options.scenario.is_some()),
+        ("--async", options.async_tasks),
+        ("--no-wait", options.no_wait),
+        ("--cpu-quota", options.cpu_quota.is_some()),
+        ("--metrics", options.metrics),
+    ];
+    if let Some((flag, _)) = unsupported.iter().find(|(_, given)| *given) {
+        return Err(format!(
+            "{flag} does not apply to --workload raft (it takes --tasks, --time, --rounds, --record-bytes, \
+             --device, --dir, --stores and --report-interval)"
+        )
+        .into());
+    }
     let workdir = options.device.work_dir(options.dir.as_deref(), "redolog-bench-raft-")?;
     println!(
         "redolog bench --workload raft: 3 nodes in one process, {} on device {}, {}-byte payloads",
