@@ -182,14 +182,17 @@ impl Contender {
     }
 }
 
-/// Runs the benchmark and prints the table.
+/// Runs the benchmark its `--workload` names and prints the table.
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
-    if options.workload == WorkloadArg::Raft {
-        return raft_cluster::run(options);
+    match options.workload {
+        WorkloadArg::Raft => raft_cluster::run(options),
+        WorkloadArg::Log if !options.stores.is_empty() => Err("--stores applies to --workload raft only".into()),
+        WorkloadArg::Log => run_log(options),
     }
-    if !options.stores.is_empty() {
-        return Err("--stores applies to --workload raft only".into());
-    }
+}
+
+/// `--workload log`: commits to one log, redolog against baselines and peers.
+fn run_log(options: &BenchOptions) -> Result<(), BoxError> {
     let mut options = match options.scenario {
         Some(scenario) => scenario.options(options),
         None => options.clone(),
