@@ -1,0 +1,79 @@
+//! A small transactional page store on redolog, built the way InnoDB drives
+//! its redo log: 16 KiB pages with a page LSN and a checksum, every change a
+//! physiological redo record, a mini-transaction one redolog group (recovery
+//! sees all of it or none), and recovery that replays redo onto pages
+//! idempotently through their page LSNs (docs/PAGESTORE.md).
+//!
+//! No SQL, no MVCC, no undo: a transaction is one mini-transaction plus its
+//! commit wait.
+//!
+//! **Under construction.** What is here: the page format ([`Page`]), the redo
+//! records ([`Redo`]), the data file ([`DataFile`]) and page recovery
+//! ([`replay`]). The B+tree, the buffer pool instances, the page cleaners,
+//! the checkpointer and the sysbench-shaped workloads are the next steps
+//! (docs/PAGESTORE.md says which parts are planned).
+//!
+//! ```
+//! use redolog_pagestore::{Page, PageKind, Redo};
+//! let mut page = Page::zeroed();
+//! let init = Redo::Init { page: 3, kind: PageKind::Leaf, level: 0, key_bytes: 8, value_bytes: 4, next: None, tree: 1 };
+//! let insert = Redo::Insert { page: 3, slot: 0, record: [7u64.to_be_bytes().as_slice(), b"row!"].concat() };
+//! for redo in [&init, &insert] {
+//!     redo.apply(&mut page).unwrap();
+//! }
+//! assert_eq!(page.count(), 1);
+//! assert_eq!(page.record(0), b"\0\0\0\0\0\0\0\x07row!");
+//! ```
+
+#![cfg_attr(not(test), deny(clippy::expect_used))]
+#![warn(missing_docs)]
+
+mod datafile;
+mod page;
+mod recovery;
+mod redo;
+
+pub use datafile::{DataFile, DATA_FILE_NAME};
+pub use page::{Format, Page, PageKind, PageNo, HEADER_BYTES, PAGE_BYTES};
+pub use recovery::{replay, Replayed};
+pub use redo::Redo;
+
+use redolog::Lsn;
+
+/// Why the page store could not read, write or recover.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The log failed (its error says how).
+    #[error(transparent)]
+    Log(#[from] redolog::Error),
+    /// Reading, writing or syncing the data file failed.
+    #[error("data file {path}: {source}")]
+    Io {
+        /// The data file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A page read from the data file is not a sound page.
+    #[error("page {page}: {reason}")]
+    CorruptPage {
+        /// The page's number.
+        page: PageNo,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A redo record that cannot be decoded, or that does not fit the page
+    /// it names.
+    #[error("redo record {record} of the group at LSN {lsn}: {reason}")]
+    BadRedo {
+        /// The group's start.
+        lsn: Lsn,
+        /// The record's number in its group, from 0.
+        record: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// The page store's result.
+pub type Result<T> = std::result::Result<T, Error>;
