@@ -31,9 +31,13 @@ impl DataFile {
         let path = dir.join(DATA_FILE_NAME);
         let io = |source| Error::Io { path: path.clone(), source };
         storage.create_dir_all(dir).map_err(io)?;
-        let file = storage.open_file(&path, true).map_err(io)?;
-        // A crash right after creating the file must not lose its name.
-        storage.sync_dir(dir).map_err(io)?;
+        // `open_file` with `create` truncates: only for a file not there yet.
+        let exists = storage.list_dir(dir).map_err(io)?.iter().any(|name| name == DATA_FILE_NAME);
+        let file = storage.open_file(&path, !exists).map_err(io)?;
+        if !exists {
+            // A crash right after creating the file must not lose its name.
+            storage.sync_dir(dir).map_err(io)?;
+        }
         Ok(DataFile { path, file })
     }
 

@@ -8,10 +8,11 @@
 //! commit wait.
 //!
 //! **Under construction.** What is here: the page format ([`Page`]), the redo
-//! records ([`Redo`]), the data file ([`DataFile`]) and page recovery
-//! ([`replay`]). The B+tree, the buffer pool instances, the page cleaners,
-//! the checkpointer and the sysbench-shaped workloads are the next steps
-//! (docs/PAGESTORE.md says which parts are planned).
+//! records ([`Redo`]), the data file ([`DataFile`]), page recovery
+//! ([`replay`]), the buffer pool instances with their flush lists
+//! ([`BufferPool`]) and the mini-transaction ([`Mtr`]). The B+tree, the page
+//! cleaners, the checkpointer and the sysbench-shaped workloads are the next
+//! steps (docs/PAGESTORE.md says which parts are planned).
 //!
 //! ```
 //! use redolog_pagestore::{Page, PageKind, Redo};
@@ -28,12 +29,16 @@
 #![cfg_attr(not(test), deny(clippy::expect_used))]
 #![warn(missing_docs)]
 
+mod buffer_pool;
 mod datafile;
+mod mtr;
 mod page;
 mod recovery;
 mod redo;
 
+pub use buffer_pool::{BufferPool, Frame, FrameData};
 pub use datafile::{DataFile, DATA_FILE_NAME};
+pub use mtr::Mtr;
 pub use page::{Format, Page, PageKind, PageNo, HEADER_BYTES, PAGE_BYTES};
 pub use recovery::{replay, Replayed};
 pub use redo::Redo;
@@ -60,6 +65,15 @@ pub enum Error {
         /// The page's number.
         page: PageNo,
         /// What is wrong with it.
+        reason: String,
+    },
+    /// A change a mini-transaction asked for that does not fit its page (or
+    /// names a page it did not latch); the page is unchanged.
+    #[error("page {page}: {reason}")]
+    Change {
+        /// The page.
+        page: PageNo,
+        /// Why the change does not fit.
         reason: String,
     },
     /// A redo record that cannot be decoded, or that does not fit the page

@@ -1,0 +1,194 @@
+//! The buffer pool: instances, each with its own mutex over its page hash,
+//! LRU order and flush list (docs/PAGESTORE.md §6).
+//!
+//! Lock order: a frame's latch, then its instance's mutex. A thread holding
+//! an instance mutex only tries frame latches (eviction), never waits for
+//! one.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use redolog::{Durability, Log, Lsn};
+
+use crate::datafile::DataFile;
+use crate::page::{Page, PageNo};
+use crate::Result;
+
+/// A page in the pool: its bytes and its oldest modification, behind the
+/// page latch.
+#[derive(Debug)]
+pub struct Frame {
+    no: PageNo,
+    latch: Arc<RwLock<FrameData>>,
+}
+
+/// What the page latch protects.
+#[derive(Debug)]
+pub struct FrameData {
+    /// The page.
+    pub page: Page,
+    /// The start LSN of the first group that dirtied the page since it was
+    /// last written; `None`: clean.
+    pub oldest: Option<Lsn>,
+}
+
+impl Frame {
+    /// The page's number.
+    pub fn no(&self) -> PageNo {
+        self.no
+    }
+
+    /// The page latch.
+    pub fn latch(&self) -> &Arc<RwLock<FrameData>> {
+        &self.latch
+    }
+}
+
+/// One instance's state, behind its mutex.
+#[derive(Default)]
+struct InstanceState {
+    frames: HashMap<PageNo, (Arc<Frame>, u64)>,
+    /// Frames by last use: `(tick, page)`.
+    lru: BTreeSet<(u64, PageNo)>,
+    tick: u64,
+    /// Dirty frames by oldest modification.
+    flush_list: BTreeSet<(Lsn, PageNo)>,
+}
+
+/// A buffer pool instance.
+struct Instance {
+    state: Mutex<InstanceState>,
+    frames_max: usize,
+}
+
+/// The buffer pool: `instances` instances over one data file.
+pub struct BufferPool {
+    instances: Vec<Instance>,
+    data: Arc<DataFile>,
+}
+
+impl std::fmt::Debug for BufferPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferPool").field("instances", &self.instances.len()).finish_non_exhaustive()
+    }
+}
+
+impl BufferPool {
+    /// A pool of `instances` instances holding `frames` pages in all (at
+    /// least one per instance).
+    pub fn new(data: Arc<DataFile>, instances: usize, frames: usize) -> BufferPool {
+        let instances = instances.max(1);
+        let frames_max = frames.div_ceil(instances).max(1);
+        let instances =
+            (0..instances).map(|_| Instance { state: Mutex::new(InstanceState::default()), frames_max }).collect();
+        BufferPool { instances, data }
+    }
+
+    fn instance(&self, no: PageNo) -> &Instance {
+        &self.instances[no as usize % self.instances.len()]
+    }
+
+    /// The frame of page `no`, read from the data file if it is not in the
+    /// pool. May evict a clean page nobody holds; when none is, the instance
+    /// grows past its size (the planned LRU flush will write a dirty one).
+    pub fn get(&self, no: PageNo) -> Result<Arc<Frame>> {
+        let instance = self.instance(no);
+        let mut state = instance.state.lock();
+        state.tick += 1;
+        let tick = state.tick;
+        if let Some((frame, used)) = state.frames.get_mut(&no) {
+            let (frame, old) = (frame.clone(), std::mem::replace(used, tick));
+            state.lru.remove(&(old, no));
+            state.lru.insert((tick, no));
+            return Ok(frame);
+        }
+        if state.frames.len() >= instance.frames_max {
+            evict_one(&mut state);
+        }
+        // Read under the instance mutex: simple, and a concurrent `get` of
+        // the same page cannot read it twice. (A cached workload reads
+        // each page once.)
+        let page = self.data.read(no)?;
+        let frame = Arc::new(Frame { no, latch: Arc::new(RwLock::new(FrameData { page, oldest: None })) });
+        state.frames.insert(no, (frame.clone(), tick));
+        state.lru.insert((tick, no));
+        Ok(frame)
+    }
+
+    /// Records that `frame` (latched by the caller, who passes what the
+    /// latch protects) was first dirtied by the group starting at `start`:
+    /// it joins its instance's flush list (PS-5).
+    pub fn note_modification(&self, frame: &Frame, data: &mut FrameData, start: Lsn) {
+        if data.oldest.is_none() {
+            data.oldest = Some(start);
+            self.instance(frame.no).state.lock().flush_list.insert((start, frame.no));
+        }
+    }
+
+    /// The oldest modification over every instance's flush list, if any
+    /// page is dirty.
+    pub fn oldest_modification(&self) -> Option<Lsn> {
+        self.instances.iter().filter_map(|instance| instance.state.lock().flush_list.first().map(|(lsn, _)| *lsn)).min()
+    }
+
+    /// Dirty pages over every instance.
+    pub fn dirty_pages(&self) -> usize {
+        self.instances.iter().map(|instance| instance.state.lock().flush_list.len()).sum()
+    }
+
+    /// Where a checkpoint may go (PS-4): below the oldest modification of
+    /// any dirty page and the closed LSN, every change is in the data file
+    /// or in no group still open. Sync the data file before checkpointing.
+    pub fn checkpoint_lsn(&self, log: &Log) -> Lsn {
+        let closed = log.closed_lsn();
+        self.oldest_modification().map_or(closed, |oldest| oldest.min(closed))
+    }
+
+    /// Writes page `no` if it is dirty: the log first, up to the page's LSN
+    /// (PS-1), then the page; it leaves the flush list clean. Not durable
+    /// until the data file is synced. The single-page flush the page
+    /// cleaners are built on.
+    pub fn flush_page(&self, log: &Log, no: PageNo) -> Result<bool> {
+        let frame = match self.instance(no).state.lock().frames.get(&no) {
+            Some((frame, _)) => frame.clone(),
+            None => return Ok(false),
+        };
+        let mut data = frame.latch.write();
+        let Some(oldest) = data.oldest else { return Ok(false) };
+        log.wait(data.page.lsn(), Durability::Synced)?;
+        let mut copy = data.page.clone();
+        self.data.write(&mut copy)?;
+        data.oldest = None;
+        self.instance(no).state.lock().flush_list.remove(&(oldest, no));
+        Ok(true)
+    }
+
+    /// The pages on the flush lists, oldest modification first.
+    pub fn flush_list(&self) -> Vec<(Lsn, PageNo)> {
+        let mut all: Vec<_> =
+            self.instances.iter().flat_map(|instance| instance.state.lock().flush_list.clone()).collect();
+        all.sort_unstable();
+        all
+    }
+
+    /// The data file.
+    pub fn data(&self) -> &DataFile {
+        &self.data
+    }
+}
+
+/// Drops the least recently used frame that is clean and that nobody holds
+/// or latches. Only tries latches: the caller holds the instance mutex.
+fn evict_one(state: &mut InstanceState) {
+    let victim = state.lru.iter().find_map(|&(tick, no)| {
+        let (frame, _) = state.frames.get(&no)?;
+        let unheld = Arc::strong_count(frame) == 1 && Arc::strong_count(&frame.latch) == 1;
+        let clean = frame.latch.try_read().is_some_and(|data| data.oldest.is_none());
+        (unheld && clean).then_some((tick, no))
+    });
+    if let Some((tick, no)) = victim {
+        state.lru.remove(&(tick, no));
+        state.frames.remove(&no);
+    }
+}
