@@ -29,6 +29,7 @@
 #![cfg_attr(not(test), deny(clippy::expect_used))]
 #![warn(missing_docs)]
 
+mod btree;
 mod buffer_pool;
 mod datafile;
 mod mtr;
@@ -36,10 +37,11 @@ mod page;
 mod recovery;
 mod redo;
 
+pub use btree::{allocate, format_meta, BTree, Outcome, META_PAGE};
 pub use buffer_pool::{BufferPool, Frame, FrameData};
 pub use datafile::{DataFile, DATA_FILE_NAME};
 pub use mtr::Mtr;
-pub use page::{Format, Page, PageKind, PageNo, HEADER_BYTES, PAGE_BYTES};
+pub use page::{Format, Page, PageKind, PageNo, HEADER_BYTES, NEXT_OFFSET, PAGE_BYTES};
 pub use recovery::{replay, Replayed};
 pub use redo::Redo;
 

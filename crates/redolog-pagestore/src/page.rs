@@ -21,7 +21,8 @@ const LEVEL_OFFSET: usize = KIND_OFFSET + size_of::<u8>();
 const KEY_BYTES_OFFSET: usize = LEVEL_OFFSET + size_of::<u8>();
 const VALUE_BYTES_OFFSET: usize = KEY_BYTES_OFFSET + size_of::<u16>();
 const COUNT_OFFSET: usize = VALUE_BYTES_OFFSET + size_of::<u16>();
-const NEXT_OFFSET: usize = COUNT_OFFSET + size_of::<u16>();
+/// Where the right sibling's number is: a split writes it.
+pub const NEXT_OFFSET: usize = COUNT_OFFSET + size_of::<u16>();
 const TREE_OFFSET: usize = NEXT_OFFSET + size_of::<u32>();
 /// Bytes of the page header; records start here.
 pub const HEADER_BYTES: usize = TREE_OFFSET + size_of::<u32>();

@@ -1,0 +1,302 @@
+//! B+trees of fixed-size records on the buffer pool (docs/PAGESTORE.md §8):
+//! every change is a redo record inside the caller's mini-transaction, a
+//! split is part of the same mini-transaction, so recovery sees it whole.
+//!
+//! Concurrency is InnoDB 5.6's: each tree has an index lock. An optimistic
+//! change holds it shared, reads its way down and x-latches the leaf; with
+//! the lock shared no split can move the leaf's keys meanwhile. A change
+//! that would split the leaf returns [`Outcome::Full`] without changing
+//! anything, and is retried pessimistically: the lock exclusive, the whole
+//! path x-latched root first, splits going up as far as needed. The root
+//! page never moves: when it splits, its records move to a new child first
+//! (InnoDB's root raise).
+
+use parking_lot::RwLock;
+
+use crate::buffer_pool::BufferPool;
+use crate::mtr::Mtr;
+use crate::page::{Page, PageKind, PageNo, HEADER_BYTES, NEXT_OFFSET};
+use crate::redo::Redo;
+use crate::{Error, Result};
+
+/// The meta page: where the next free page number is kept.
+pub const META_PAGE: PageNo = 0;
+const NEXT_FREE_OFFSET: usize = HEADER_BYTES;
+
+/// Bytes of a child pointer in an internal record.
+const CHILD_BYTES: usize = size_of::<u32>();
+
+/// What an optimistic or pessimistic change did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Changed.
+    Done,
+    /// Nothing to change: the key is there already (insert) or missing
+    /// (update, delete).
+    NotApplicable,
+    /// The leaf is full: nothing changed; retry pessimistically.
+    Full,
+}
+
+/// Formats the meta page of a new store: the next free page is 1.
+pub fn format_meta(mtr: &mut Mtr<'_>) -> Result<()> {
+    mtr.latch(META_PAGE)?;
+    let init = Redo::Init {
+        page: META_PAGE,
+        kind: PageKind::Meta,
+        level: 0,
+        key_bytes: 0,
+        value_bytes: 0,
+        next: None,
+        tree: 0,
+    };
+    mtr.apply(init)?;
+    mtr.apply(Redo::Write { page: META_PAGE, offset: NEXT_FREE_OFFSET as u16, bytes: 1u32.to_le_bytes().to_vec() })
+}
+
+/// Takes the next free page number from the meta page (latched last: every
+/// mini-transaction latches its tree pages before the meta page).
+pub fn allocate(mtr: &mut Mtr<'_>) -> Result<PageNo> {
+    let meta = mtr.latch(META_PAGE)?;
+    let next = u32::from_le_bytes(meta.bytes()[NEXT_FREE_OFFSET..NEXT_FREE_OFFSET + 4].try_into().unwrap_or_default());
+    if next == 0 {
+        return Err(Error::Change { page: META_PAGE, reason: "the meta page is not formatted".into() });
+    }
+    let bytes = (next + 1).to_le_bytes().to_vec();
+    mtr.apply(Redo::Write { page: META_PAGE, offset: NEXT_FREE_OFFSET as u16, bytes })?;
+    Ok(next)
+}
+
+/// Where `key` goes below an internal page: the last record whose key is at
+/// or below it (the first record's key is the lowest key there is).
+fn child_for(page: &Page, key: &[u8]) -> PageNo {
+    let slot = match page.search(key) {
+        Ok(slot) => slot,
+        Err(slot) => slot.saturating_sub(1),
+    };
+    let record = page.record(slot);
+    let key_bytes = page.key_bytes();
+    u32::from_le_bytes(record[key_bytes..key_bytes + CHILD_BYTES].try_into().unwrap_or_default())
+}
+
+/// One B+tree.
+#[derive(Debug)]
+pub struct BTree {
+    tree: u32,
+    root: PageNo,
+    key_bytes: usize,
+    value_bytes: usize,
+    /// The index lock: shared for optimistic changes and reads, exclusive
+    /// for splits.
+    lock: RwLock<()>,
+}
+
+impl BTree {
+    /// A tree whose root is `root` (from the store's catalog).
+    pub fn open(tree: u32, root: PageNo, key_bytes: usize, value_bytes: usize) -> BTree {
+        BTree { tree, root, key_bytes, value_bytes, lock: RwLock::new(()) }
+    }
+
+    /// Creates an empty tree: allocates its root and formats it as a leaf.
+    pub fn create(mtr: &mut Mtr<'_>, tree: u32, key_bytes: usize, value_bytes: usize) -> Result<BTree> {
+        let root = allocate(mtr)?;
+        mtr.latch(root)?;
+        mtr.apply(Self::init(root, PageKind::Leaf, 0, key_bytes, value_bytes, None, tree))?;
+        Ok(BTree::open(tree, root, key_bytes, value_bytes))
+    }
+
+    fn init(
+        page: PageNo,
+        kind: PageKind,
+        level: u8,
+        key: usize,
+        value: usize,
+        next: Option<PageNo>,
+        tree: u32,
+    ) -> Redo {
+        Redo::Init { page, kind, level, key_bytes: key as u16, value_bytes: value as u16, next, tree }
+    }
+
+    /// The root page.
+    pub fn root(&self) -> PageNo {
+        self.root
+    }
+
+    /// The index lock, to hold across a mini-transaction that changes this
+    /// tree: shared for `insert_optimistic`, `update`, `delete`; exclusive
+    /// for `insert_pessimistic`. Take several trees' locks in tree order.
+    pub fn lock(&self) -> &RwLock<()> {
+        &self.lock
+    }
+
+    /// The leaf `key` belongs in, read latches taken and released on the
+    /// way down (a page `mtr` holds already is read through it: latching it
+    /// again would wait for itself). The caller holds the index lock, so no
+    /// split moves the leaf before the caller latches it.
+    fn leaf_for(&self, pool: &BufferPool, mtr: Option<&Mtr<'_>>, key: &[u8]) -> Result<PageNo> {
+        let mut no = self.root;
+        loop {
+            if let Some(page) = mtr.and_then(|mtr| mtr.page(no)) {
+                if page.level() == 0 {
+                    return Ok(no);
+                }
+                no = child_for(page, key);
+                continue;
+            }
+            let frame = pool.get(no)?;
+            let data = frame.latch().read();
+            if data.page.level() == 0 {
+                return Ok(no);
+            }
+            no = child_for(&data.page, key);
+        }
+    }
+
+    /// The value stored under `key`. Takes the index lock shared.
+    pub fn get(&self, pool: &BufferPool, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let _shared = self.lock.read();
+        let leaf = pool.get(self.leaf_for(pool, None, key)?)?;
+        let data = leaf.latch().read();
+        Ok(data.page.search(key).ok().map(|slot| data.page.record(slot)[self.key_bytes..].to_vec()))
+    }
+
+    /// Every record, in key order (for checks: it walks the whole tree).
+    pub fn scan(&self, pool: &BufferPool) -> Result<Vec<Vec<u8>>> {
+        let _shared = self.lock.read();
+        let mut next = Some(self.leaf_for(pool, None, &vec![0; self.key_bytes])?);
+        let mut records = Vec::new();
+        while let Some(no) = next {
+            let frame = pool.get(no)?;
+            let data = frame.latch().read();
+            records.extend((0..data.page.count()).map(|slot| data.page.record(slot).to_vec()));
+            next = data.page.next();
+        }
+        Ok(records)
+    }
+
+    /// Inserts `key` + `value` if its leaf has room (index lock shared).
+    pub fn insert_optimistic(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8], value: &[u8]) -> Result<Outcome> {
+        let no = self.leaf_for(pool, Some(mtr), key)?;
+        let leaf = mtr.latch(no)?;
+        let Err(slot) = leaf.search(key) else { return Ok(Outcome::NotApplicable) };
+        if leaf.count() >= leaf.capacity() {
+            return Ok(Outcome::Full);
+        }
+        mtr.apply(Redo::Insert { page: no, slot: slot as u16, record: [key, value].concat() })?;
+        Ok(Outcome::Done)
+    }
+
+    /// Inserts `key` + `value`, splitting pages as needed (index lock
+    /// exclusive): the path from the root is x-latched first.
+    pub fn insert_pessimistic(&self, mtr: &mut Mtr<'_>, key: &[u8], value: &[u8]) -> Result<Outcome> {
+        let mut path = vec![self.root];
+        loop {
+            let page = mtr.latch(path[path.len() - 1])?;
+            if page.level() == 0 {
+                break;
+            }
+            let child = child_for(page, key);
+            path.push(child);
+        }
+        if mtr.page(path[path.len() - 1]).is_some_and(|leaf| leaf.search(key).is_ok()) {
+            return Ok(Outcome::NotApplicable);
+        }
+        self.insert_at(mtr, &path, [key, value].concat())?;
+        Ok(Outcome::Done)
+    }
+
+    /// Inserts `record` into the last page of `path` (x-latched, as is the
+    /// rest of the path), splitting it — and its parents — if it is full.
+    fn insert_at(&self, mtr: &mut Mtr<'_>, path: &[PageNo], record: Vec<u8>) -> Result<()> {
+        let no = path[path.len() - 1];
+        let page = mtr.page(no).ok_or_else(|| Error::Change { page: no, reason: "not latched".into() })?;
+        let key_bytes = page.key_bytes();
+        if page.count() < page.capacity() {
+            let slot = page.search(&record[..key_bytes]).unwrap_or_else(|slot| slot);
+            return mtr.apply(Redo::Insert { page: no, slot: slot as u16, record });
+        }
+        if path.len() == 1 {
+            let child = self.raise_root(mtr)?;
+            return self.insert_at(mtr, &[no, child], record);
+        }
+        let (right, separator) = self.split(mtr, no)?;
+        let mut pointer = separator.clone();
+        pointer.extend_from_slice(&right.to_le_bytes());
+        self.insert_at(mtr, &path[..path.len() - 1], pointer)?;
+        let target = if record[..key_bytes] >= separator[..] { right } else { no };
+        self.insert_at(mtr, &[target], record)
+    }
+
+    /// Moves the upper half of full page `left` to a new right sibling;
+    /// returns it and its first key (the separator for the parent).
+    fn split(&self, mtr: &mut Mtr<'_>, left: PageNo) -> Result<(PageNo, Vec<u8>)> {
+        let right = allocate(mtr)?;
+        mtr.latch(right)?;
+        let page = mtr.page(left).ok_or_else(|| Error::Change { page: left, reason: "not latched".into() })?;
+        let (kind, level, next) = (page.kind().unwrap_or(PageKind::Leaf), page.level(), page.next());
+        let (key_bytes, value_bytes, count) = (page.key_bytes(), page.value_bytes(), page.count());
+        let moved: Vec<Vec<u8>> = (count / 2..count).map(|slot| page.record(slot).to_vec()).collect();
+        let separator = moved[0][..key_bytes].to_vec();
+        mtr.apply(Self::init(right, kind, level, key_bytes, value_bytes, next, self.tree))?;
+        for (slot, record) in moved.into_iter().enumerate() {
+            mtr.apply(Redo::Insert { page: right, slot: slot as u16, record })?;
+        }
+        mtr.apply(Redo::Truncate { page: left, keep: (count / 2) as u16 })?;
+        mtr.apply(Redo::Write { page: left, offset: NEXT_OFFSET as u16, bytes: right.to_le_bytes().to_vec() })?;
+        Ok((right, separator))
+    }
+
+    /// The root is full: its records move to a new child, and the root
+    /// becomes an internal page one level up with that child alone.
+    fn raise_root(&self, mtr: &mut Mtr<'_>) -> Result<PageNo> {
+        let child = allocate(mtr)?;
+        mtr.latch(child)?;
+        let root =
+            mtr.page(self.root).ok_or_else(|| Error::Change { page: self.root, reason: "not latched".into() })?;
+        let (kind, level) = (root.kind().unwrap_or(PageKind::Leaf), root.level());
+        let (key_bytes, value_bytes) = (root.key_bytes(), root.value_bytes());
+        let records: Vec<Vec<u8>> = (0..root.count()).map(|slot| root.record(slot).to_vec()).collect();
+        mtr.apply(Self::init(child, kind, level, key_bytes, value_bytes, None, self.tree))?;
+        for (slot, record) in records.into_iter().enumerate() {
+            mtr.apply(Redo::Insert { page: child, slot: slot as u16, record })?;
+        }
+        mtr.apply(Self::init(self.root, PageKind::Internal, level + 1, key_bytes, CHILD_BYTES, None, self.tree))?;
+        let lowest = [vec![0; key_bytes], child.to_le_bytes().to_vec()].concat();
+        mtr.apply(Redo::Insert { page: self.root, slot: 0, record: lowest })?;
+        Ok(child)
+    }
+
+    /// Overwrites `bytes` at `offset` of the value stored under `key`
+    /// (index lock shared).
+    pub fn update(
+        &self,
+        mtr: &mut Mtr<'_>,
+        pool: &BufferPool,
+        key: &[u8],
+        offset: usize,
+        bytes: &[u8],
+    ) -> Result<Outcome> {
+        if offset + bytes.len() > self.value_bytes {
+            return Err(Error::Change {
+                page: self.root,
+                reason: format!("a value change past byte {}", self.value_bytes),
+            });
+        }
+        let no = self.leaf_for(pool, Some(mtr), key)?;
+        let leaf = mtr.latch(no)?;
+        let Ok(slot) = leaf.search(key) else { return Ok(Outcome::NotApplicable) };
+        let at = HEADER_BYTES + slot * leaf.record_bytes() + self.key_bytes + offset;
+        mtr.apply(Redo::Write { page: no, offset: at as u16, bytes: bytes.to_vec() })?;
+        Ok(Outcome::Done)
+    }
+
+    /// Removes the record under `key` (index lock shared). Pages are not
+    /// merged: an emptied leaf stays in the chain.
+    pub fn delete(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8]) -> Result<Outcome> {
+        let no = self.leaf_for(pool, Some(mtr), key)?;
+        let leaf = mtr.latch(no)?;
+        let Ok(slot) = leaf.search(key) else { return Ok(Outcome::NotApplicable) };
+        mtr.apply(Redo::Delete { page: no, slot: slot as u16 })?;
+        Ok(Outcome::Done)
+    }
+}
