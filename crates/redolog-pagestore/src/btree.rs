@@ -160,6 +160,27 @@ impl BTree {
         Ok(data.page.search(key).ok().map(|slot| data.page.record(slot)[self.key_bytes..].to_vec()))
     }
 
+    /// The value under `key`, its leaf x-latched in `mtr` (a statement
+    /// that reads a row before it changes it). Index lock held by the caller.
+    pub fn get_in(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let no = self.leaf_for(pool, Some(mtr), key)?;
+        let leaf = mtr.latch(no)?;
+        Ok(leaf.search(key).ok().map(|slot| leaf.record(slot)[self.key_bytes..].to_vec()))
+    }
+
+    /// X-latches the leaves of `keys` in page order: a mini-transaction that
+    /// will change several leaves of one tree takes them in one global order
+    /// (index lock held by the caller).
+    pub fn latch_leaves(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, keys: &[&[u8]]) -> Result<()> {
+        let mut leaves = keys.iter().map(|key| self.leaf_for(pool, Some(mtr), key)).collect::<Result<Vec<_>>>()?;
+        leaves.sort_unstable();
+        leaves.dedup();
+        for leaf in leaves {
+            mtr.latch(leaf)?;
+        }
+        Ok(())
+    }
+
     /// Every record, in key order (for checks: it walks the whole tree).
     pub fn scan(&self, pool: &BufferPool) -> Result<Vec<Vec<u8>>> {
         let _shared = self.lock.read();

@@ -36,6 +36,8 @@ mod mtr;
 mod page;
 mod recovery;
 mod redo;
+mod store;
+mod table;
 
 pub use btree::{allocate, format_meta, BTree, Outcome, META_PAGE};
 pub use buffer_pool::{BufferPool, Frame, FrameData};
@@ -44,6 +46,8 @@ pub use mtr::Mtr;
 pub use page::{Format, Page, PageKind, PageNo, HEADER_BYTES, NEXT_OFFSET, PAGE_BYTES};
 pub use recovery::{replay, Replayed};
 pub use redo::Redo;
+pub use store::{Options, PageStore, TABLES_MAX};
+pub use table::{Row, Scan, Table, C_BYTES, PAD_BYTES, ROW_BYTES};
 
 use redolog::Lsn;
 

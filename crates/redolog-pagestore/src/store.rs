@@ -1,0 +1,178 @@
+//! The page store: its log, its data file, its buffer pool and its tables
+//! (docs/PAGESTORE.md §10). Opening replays the log onto the pages first.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use redolog::storage::{FsStorage, Storage};
+use redolog::{Durability, Log, Lsn};
+
+use crate::btree::{format_meta, BTree, META_PAGE};
+use crate::buffer_pool::BufferPool;
+use crate::datafile::DataFile;
+use crate::mtr::Mtr;
+use crate::page::{PageKind, HEADER_BYTES, PAGE_BYTES};
+use crate::recovery::{replay, Replayed};
+use crate::redo::Redo;
+use crate::table::{Table, ROW_BYTES};
+use crate::Result;
+
+// The catalog on the meta page, after its next free page number:
+// table count (4) | per table: primary root (4) | secondary root (4).
+const TABLE_COUNT_OFFSET: usize = HEADER_BYTES + size_of::<u32>();
+const ROOTS_OFFSET: usize = TABLE_COUNT_OFFSET + size_of::<u32>();
+/// Tables a store holds at most: their roots fit the meta page.
+pub const TABLES_MAX: usize = (PAGE_BYTES - ROOTS_OFFSET) / 8;
+
+/// How a store is opened.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Buffer pool instances (InnoDB's `innodb_buffer_pool_instances`):
+    /// default 1, InnoDB's for a pool under 1 GiB.
+    pub buffer_pool_instances: usize,
+    /// Buffer pool bytes (InnoDB's `innodb_buffer_pool_size`): default 128
+    /// MiB, InnoDB's default.
+    pub buffer_pool_bytes: u64,
+    /// The log's configuration.
+    pub log: redolog::Config,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { buffer_pool_instances: 1, buffer_pool_bytes: 128 << 20, log: redolog::Config::default() }
+    }
+}
+
+/// A page store: tables of sysbench-shaped rows on pages, every change
+/// logged in redolog.
+#[derive(Debug)]
+pub struct PageStore {
+    log: Log,
+    pool: BufferPool,
+    tables: Vec<Table>,
+}
+
+fn u32_at(bytes: &[u8], offset: usize) -> u32 {
+    u32::from_le_bytes(bytes[offset..offset + 4].try_into().unwrap_or_default())
+}
+
+impl PageStore {
+    /// Opens (or creates) the store in `dir`: the log in `dir/log`, the pages
+    /// in `dir/pages.db`. What the log holds past its checkpoint is replayed
+    /// onto the pages, which are synced, and the log checkpointed.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<(PageStore, Replayed)> {
+        Self::open_with_storage(dir.as_ref(), options, FsStorage)
+    }
+
+    /// [`open`](Self::open) on another storage, for both the log and the
+    /// data file: redolog's `CrashStorage` in crash tests.
+    pub fn open_with_storage<S: Storage + Clone + 'static>(
+        dir: &Path,
+        options: Options,
+        storage: S,
+    ) -> Result<(PageStore, Replayed)> {
+        let (log, recovery) = Log::open_with_storage(&dir.join("log"), options.log.clone(), storage.clone())?;
+        let data = DataFile::open(dir, &storage)?;
+        let replayed = replay(recovery, &data)?;
+        if replayed.groups > 0 {
+            // The replayed pages are synced: nothing before the end needs
+            // the log any more.
+            log.checkpoint(replayed.end_lsn)?;
+        }
+        let frames = (options.buffer_pool_bytes / PAGE_BYTES as u64).max(1) as usize;
+        let pool = BufferPool::new(Arc::new(data), options.buffer_pool_instances, frames);
+        let tables = Self::catalog(&pool)?;
+        Ok((PageStore { log, pool, tables }, replayed))
+    }
+
+    /// The tables the meta page lists.
+    fn catalog(pool: &BufferPool) -> Result<Vec<Table>> {
+        let meta = pool.get(META_PAGE)?;
+        let data = meta.latch().read();
+        if data.page.kind() != Some(PageKind::Meta) {
+            return Ok(Vec::new());
+        }
+        let bytes = data.page.bytes();
+        let count = u32_at(bytes, TABLE_COUNT_OFFSET) as usize;
+        Ok((0..count.min(TABLES_MAX))
+            .map(|table| {
+                let (primary, secondary) =
+                    (u32_at(bytes, ROOTS_OFFSET + table * 8), u32_at(bytes, ROOTS_OFFSET + table * 8 + 4));
+                Table {
+                    primary: BTree::open(2 * table as u32 + 1, primary, 8, ROW_BYTES),
+                    secondary: BTree::open(2 * table as u32 + 2, secondary, 16, 0),
+                }
+            })
+            .collect())
+    }
+
+    /// Adds an empty table (both trees, and its catalog entry, in one
+    /// mini-transaction, durable when this returns); returns its number.
+    pub fn create_table(&mut self) -> Result<usize> {
+        let number = self.tables.len();
+        let mut mtr = Mtr::new(&self.pool, &self.log);
+        if mtr.latch(META_PAGE)?.kind() != Some(PageKind::Meta) {
+            format_meta(&mut mtr)?;
+        }
+        let primary = BTree::create(&mut mtr, 2 * number as u32 + 1, 8, ROW_BYTES)?;
+        let secondary = BTree::create(&mut mtr, 2 * number as u32 + 2, 16, 0)?;
+        let roots = [primary.root().to_le_bytes(), secondary.root().to_le_bytes()].concat();
+        let offset = (ROOTS_OFFSET + number * 8) as u16;
+        mtr.apply(Redo::Write { page: META_PAGE, offset, bytes: roots })?;
+        let count = (number as u32 + 1).to_le_bytes().to_vec();
+        mtr.apply(Redo::Write { page: META_PAGE, offset: TABLE_COUNT_OFFSET as u16, bytes: count })?;
+        if let Some(end) = mtr.commit()? {
+            self.log.wait(end, Durability::Synced)?;
+        }
+        self.tables.push(Table { primary, secondary });
+        Ok(number)
+    }
+
+    /// Table `number`.
+    pub fn table(&self, number: usize) -> &Table {
+        &self.tables[number]
+    }
+
+    /// The tables.
+    pub fn tables(&self) -> usize {
+        self.tables.len()
+    }
+
+    /// Waits for a statement's end LSN as InnoDB's
+    /// `innodb_flush_log_at_trx_commit` says: 1 synced, 2 written, 0 not at
+    /// all (the log's background flush makes it durable within its
+    /// `flush_interval`).
+    pub fn commit_wait(&self, end: Option<Lsn>, flush_log_at_trx_commit: u8) -> Result<()> {
+        let durability = match flush_log_at_trx_commit {
+            1 => Durability::Synced,
+            2 => Durability::Written,
+            _ => return Ok(()),
+        };
+        match end {
+            Some(end) => Ok(self.log.wait(end, durability)?),
+            None => Ok(()),
+        }
+    }
+
+    /// A mini-transaction on this store.
+    pub fn mtr(&self) -> Mtr<'_> {
+        Mtr::new(&self.pool, &self.log)
+    }
+
+    /// The buffer pool.
+    pub fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+
+    /// The log.
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    /// The log alone, the buffer pool dropped with its dirty pages
+    /// unwritten: a crash test then crashes the log (redolog's
+    /// `simulate_crash`, cargo feature `testkit`).
+    pub fn into_log(self) -> Log {
+        self.log
+    }
+}

@@ -1,0 +1,196 @@
+//! A sysbench-shaped table: a clustered B+tree on `id` holding `(k, c,
+//! pad)`, and a secondary B+tree on `(k, id)` (docs/PAGESTORE.md §10). Every
+//! statement is one mini-transaction over both trees, so recovery never sees
+//! one index changed without the other.
+
+use parking_lot::RwLockWriteGuard;
+use redolog::Lsn;
+
+use crate::btree::{BTree, Outcome};
+use crate::mtr::Mtr;
+use crate::store::PageStore;
+use crate::{Error, Result};
+
+/// Bytes of sysbench's `c CHAR(120)`.
+pub const C_BYTES: usize = 120;
+/// Bytes of sysbench's `pad CHAR(60)`.
+pub const PAD_BYTES: usize = 60;
+/// The clustered value: `k` (8, little-endian), `c`, `pad`.
+pub const ROW_BYTES: usize = 8 + C_BYTES + PAD_BYTES;
+const K_OFFSET: usize = 0;
+const C_OFFSET: usize = K_OFFSET + 8;
+
+/// A row of sysbench's `sbtest` tables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// The primary key.
+    pub id: u64,
+    /// The indexed column.
+    pub k: u64,
+    /// `c CHAR(120)`.
+    pub c: [u8; C_BYTES],
+    /// `pad CHAR(60)`.
+    pub pad: [u8; PAD_BYTES],
+}
+
+impl Row {
+    fn value(&self) -> Vec<u8> {
+        [&self.k.to_le_bytes()[..], &self.c, &self.pad].concat()
+    }
+
+    fn from_record(id: u64, value: &[u8]) -> Row {
+        let mut row = Row { id, k: 0, c: [0; C_BYTES], pad: [0; PAD_BYTES] };
+        row.k = u64::from_le_bytes(value[K_OFFSET..K_OFFSET + 8].try_into().unwrap_or_default());
+        row.c.copy_from_slice(&value[C_OFFSET..C_OFFSET + C_BYTES]);
+        row.pad.copy_from_slice(&value[C_OFFSET + C_BYTES..ROW_BYTES]);
+        row
+    }
+}
+
+fn primary_key(id: u64) -> [u8; 8] {
+    id.to_be_bytes()
+}
+
+fn secondary_key(k: u64, id: u64) -> Vec<u8> {
+    [k.to_be_bytes(), id.to_be_bytes()].concat()
+}
+
+/// A whole table read: its rows by `id`, its secondary entries `(k, id)`.
+pub type Scan = (Vec<Row>, Vec<(u64, u64)>);
+
+/// One table: its two trees.
+#[derive(Debug)]
+pub struct Table {
+    pub(crate) primary: BTree,
+    pub(crate) secondary: BTree,
+}
+
+/// Index locks held for one attempt: shared (optimistic) or exclusive.
+enum Held<'a> {
+    Shared(#[allow(dead_code)] [parking_lot::RwLockReadGuard<'a, ()>; 2]),
+    Exclusive(#[allow(dead_code)] [RwLockWriteGuard<'a, ()>; 2]),
+}
+
+impl Table {
+    /// The primary and secondary trees' roots.
+    pub fn roots(&self) -> (u32, u32) {
+        (self.primary.root(), self.secondary.root())
+    }
+
+    /// Runs `body` as one mini-transaction: first optimistically (both
+    /// index locks shared); if a leaf is full, again with both exclusive,
+    /// the first attempt's changes put back by its mini-transaction's drop.
+    /// Index locks are taken in tree order: primary, then secondary.
+    fn statement(
+        &self,
+        store: &PageStore,
+        body: impl Fn(&mut Mtr<'_>, bool) -> Result<Outcome>,
+    ) -> Result<(Outcome, Option<Lsn>)> {
+        for pessimistic in [false, true] {
+            let _held = if pessimistic {
+                Held::Exclusive([self.primary.lock().write(), self.secondary.lock().write()])
+            } else {
+                Held::Shared([self.primary.lock().read(), self.secondary.lock().read()])
+            };
+            let mut mtr = store.mtr();
+            match body(&mut mtr, pessimistic)? {
+                Outcome::Full => continue,
+                outcome => return Ok((outcome, mtr.commit()?)),
+            }
+        }
+        Err(Error::Change { page: self.primary.root(), reason: "a leaf stayed full with the index locks held".into() })
+    }
+
+    fn insert_into(
+        tree: &BTree,
+        mtr: &mut Mtr<'_>,
+        store: &PageStore,
+        pessimistic: bool,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Outcome> {
+        if pessimistic {
+            tree.insert_pessimistic(mtr, key, value)
+        } else {
+            tree.insert_optimistic(mtr, store.pool(), key, value)
+        }
+    }
+
+    /// `INSERT`: the row in both trees; `NotApplicable` if `id` exists.
+    pub fn insert(&self, store: &PageStore, row: &Row) -> Result<(Outcome, Option<Lsn>)> {
+        self.statement(store, |mtr, pessimistic| {
+            let key = primary_key(row.id);
+            match Self::insert_into(&self.primary, mtr, store, pessimistic, &key, &row.value())? {
+                Outcome::Done => {}
+                other => return Ok(other),
+            }
+            Self::insert_into(&self.secondary, mtr, store, pessimistic, &secondary_key(row.k, row.id), &[])
+        })
+    }
+
+    /// `UPDATE … SET c = ? WHERE id = ?` (sysbench's non-index update).
+    pub fn update_c(&self, store: &PageStore, id: u64, c: &[u8; C_BYTES]) -> Result<(Outcome, Option<Lsn>)> {
+        self.statement(store, |mtr, _| self.primary.update(mtr, store.pool(), &primary_key(id), C_OFFSET, c))
+    }
+
+    /// `UPDATE … SET k = k + 1 WHERE id = ?` (sysbench's index update): the
+    /// row's `k`, and its secondary entry moved.
+    pub fn increment_k(&self, store: &PageStore, id: u64) -> Result<(Outcome, Option<Lsn>)> {
+        self.statement(store, |mtr, pessimistic| {
+            let Some(k) =
+                self.primary.get_in(mtr, store.pool(), &primary_key(id))?.map(|value| Row::from_record(id, &value).k)
+            else {
+                return Ok(Outcome::NotApplicable);
+            };
+            let (old, new) = (secondary_key(k, id), secondary_key(k + 1, id));
+            // Both secondary leaves latched in page order before either
+            // changes: two statements moving entries between the same two
+            // leaves in opposite directions would otherwise wait for each
+            // other.
+            self.secondary.latch_leaves(mtr, store.pool(), &[&old, &new])?;
+            if Self::insert_into(&self.secondary, mtr, store, pessimistic, &new, &[])? == Outcome::Full {
+                return Ok(Outcome::Full);
+            }
+            self.secondary.delete(mtr, store.pool(), &old)?;
+            self.primary.update(mtr, store.pool(), &primary_key(id), K_OFFSET, &(k + 1).to_le_bytes())
+        })
+    }
+
+    /// `DELETE … WHERE id = ?`: the row and its secondary entry.
+    pub fn delete(&self, store: &PageStore, id: u64) -> Result<(Outcome, Option<Lsn>)> {
+        self.statement(store, |mtr, _| {
+            let Some(value) = self.primary.get_in(mtr, store.pool(), &primary_key(id))? else {
+                return Ok(Outcome::NotApplicable);
+            };
+            let row = Row::from_record(id, &value);
+            self.primary.delete(mtr, store.pool(), &primary_key(id))?;
+            self.secondary.delete(mtr, store.pool(), &secondary_key(row.k, id))
+        })
+    }
+
+    /// The row with this `id`.
+    pub fn get(&self, store: &PageStore, id: u64) -> Result<Option<Row>> {
+        Ok(self.primary.get(store.pool(), &primary_key(id))?.map(|value| Row::from_record(id, &value)))
+    }
+
+    /// Every row, and every secondary entry as `(k, id)`, in key order: for
+    /// checks that both indexes agree.
+    pub fn scan(&self, store: &PageStore) -> Result<Scan> {
+        let rows = self.primary.scan(store.pool())?;
+        let rows = rows
+            .iter()
+            .map(|record| {
+                Row::from_record(u64::from_be_bytes(record[..8].try_into().unwrap_or_default()), &record[8..])
+            })
+            .collect();
+        let entries = self.secondary.scan(store.pool())?;
+        let entries = entries
+            .iter()
+            .map(|record| {
+                let k = u64::from_be_bytes(record[..8].try_into().unwrap_or_default());
+                (k, u64::from_be_bytes(record[8..16].try_into().unwrap_or_default()))
+            })
+            .collect();
+        Ok((rows, entries))
+    }
+}
