@@ -146,9 +146,9 @@ impl BufferPool {
     }
 
     /// Writes page `no` if it is dirty: the log first, up to the page's LSN
-    /// (PS-1), then the page; it leaves the flush list clean. Not durable
-    /// until the data file is synced. The single-page flush the page
-    /// cleaners are built on.
+    /// (PS-1), then the page through the doublewrite file (durable when this
+    /// returns); it leaves the flush list clean. The single-page flush the
+    /// page cleaners are built on; they will batch it.
     pub fn flush_page(&self, log: &Log, no: PageNo) -> Result<bool> {
         let frame = match self.instance(no).state.lock().frames.get(&no) {
             Some((frame, _)) => frame.clone(),
@@ -157,8 +157,7 @@ impl BufferPool {
         let mut data = frame.latch.write();
         let Some(oldest) = data.oldest else { return Ok(false) };
         log.wait(data.page.lsn(), Durability::Synced)?;
-        let mut copy = data.page.clone();
-        self.data.write(&mut copy)?;
+        self.data.write_pages(&mut [data.page.clone()])?;
         data.oldest = None;
         self.instance(no).state.lock().flush_list.remove(&(oldest, no));
         Ok(true)

@@ -1,6 +1,8 @@
 //! The data file: page `n` at offset `n × PAGE_BYTES`, all I/O through
 //! redolog's `Storage` trait so the crash tests run the log and the pages on
-//! one `CrashStorage` (docs/PAGESTORE.md §4).
+//! one `CrashStorage` (docs/PAGESTORE.md §4); and its doublewrite file,
+//! which keeps a page write that a power loss tears from costing the page
+//! (§4.1).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,11 +14,31 @@ use crate::{Error, Result};
 
 /// The data file's name in the store's directory.
 pub const DATA_FILE_NAME: &str = "pages.db";
+/// The doublewrite file's name in the store's directory.
+pub const DOUBLEWRITE_FILE_NAME: &str = "doublewrite.db";
+/// Pages the doublewrite file holds: a batch of page writes goes through it
+/// this many at a time (InnoDB's doublewrite buffer holds 128).
+pub const DOUBLEWRITE_PAGES: usize = 64;
 
 /// The file of pages.
 pub struct DataFile {
     path: PathBuf,
     file: Arc<dyn StorageFile>,
+    doublewrite: Arc<dyn StorageFile>,
+    /// One batch at a time through the doublewrite file.
+    doublewrite_lock: parking_lot::Mutex<()>,
+}
+
+/// Opens `dir/name`, creating it if it is not there (`open_file` with
+/// `create` truncates, so only then), the directory synced after a create.
+fn open_or_create(storage: &dyn Storage, dir: &Path, name: &str) -> std::io::Result<Arc<dyn StorageFile>> {
+    let exists = storage.list_dir(dir)?.iter().any(|entry| entry == name);
+    let file = storage.open_file(&dir.join(name), !exists)?;
+    if !exists {
+        // A crash right after creating the file must not lose its name.
+        storage.sync_dir(dir)?;
+    }
+    Ok(file)
 }
 
 impl std::fmt::Debug for DataFile {
@@ -26,19 +48,45 @@ impl std::fmt::Debug for DataFile {
 }
 
 impl DataFile {
-    /// Opens (or creates) `dir/pages.db` on `storage`.
+    /// Opens (or creates) `dir/pages.db` and `dir/doublewrite.db` on
+    /// `storage`, and repairs any page a crash tore from its doublewrite
+    /// copy (§4.1).
     pub fn open(dir: &Path, storage: &dyn Storage) -> Result<DataFile> {
         let path = dir.join(DATA_FILE_NAME);
         let io = |source| Error::Io { path: path.clone(), source };
         storage.create_dir_all(dir).map_err(io)?;
-        // `open_file` with `create` truncates: only for a file not there yet.
-        let exists = storage.list_dir(dir).map_err(io)?.iter().any(|name| name == DATA_FILE_NAME);
-        let file = storage.open_file(&path, !exists).map_err(io)?;
-        if !exists {
-            // A crash right after creating the file must not lose its name.
-            storage.sync_dir(dir).map_err(io)?;
+        let file = open_or_create(storage, dir, DATA_FILE_NAME).map_err(io)?;
+        let doublewrite = open_or_create(storage, dir, DOUBLEWRITE_FILE_NAME)
+            .map_err(|source| Error::Io { path: dir.join(DOUBLEWRITE_FILE_NAME), source })?;
+        let data = DataFile { path, file, doublewrite, doublewrite_lock: parking_lot::Mutex::new(()) };
+        data.repair_torn()?;
+        Ok(data)
+    }
+
+    /// Puts back, from the doublewrite file, every page whose write in place
+    /// a crash tore: its doublewrite copy verifies and the page in place
+    /// does not. A copy that does not verify was itself torn, so its page
+    /// was never written in place (the copy is synced first) and is whole.
+    fn repair_torn(&self) -> Result<u64> {
+        let dw_io = |source| Error::Io { path: self.path.with_file_name(DOUBLEWRITE_FILE_NAME), source };
+        let size = self.doublewrite.size().map_err(dw_io)?;
+        let mut repaired = 0;
+        for slot in 0..(size / PAGE_BYTES as u64).min(DOUBLEWRITE_PAGES as u64) {
+            let mut copy = Page::zeroed();
+            self.doublewrite.read_exact_at(copy.bytes_mut(), slot * PAGE_BYTES as u64).map_err(dw_io)?;
+            let no = copy.page_no();
+            if copy.bytes().iter().all(|&byte| byte == 0) || copy.verify(no).is_err() {
+                continue;
+            }
+            if let Err(Error::CorruptPage { .. }) = self.read(no) {
+                self.write_one(&mut copy)?;
+                repaired += 1;
+            }
         }
-        Ok(DataFile { path, file })
+        if repaired > 0 {
+            self.sync()?;
+        }
+        Ok(repaired)
     }
 
     fn io(&self, source: std::io::Error) -> Error {
@@ -65,10 +113,36 @@ impl DataFile {
         Ok(page)
     }
 
-    /// Seals `page` (its checksum) and writes it at its place. It is not
-    /// durable until [`sync`](Self::sync) returns; the caller has made the
-    /// log durable up to the page's LSN first (PS-1).
-    pub fn write(&self, page: &mut Page) -> Result<()> {
+    /// Writes `pages` at their places through the doublewrite file, up to
+    /// [`DOUBLEWRITE_PAGES`] at a time: each batch sealed (checksums),
+    /// written to the doublewrite file and synced, then written in place and
+    /// the data file synced — so a power loss tears at most one of the two
+    /// copies of a page (PS-3). Durable when this returns. The caller has
+    /// made the log durable up to each page's LSN first (PS-1).
+    pub fn write_pages(&self, pages: &mut [Page]) -> Result<()> {
+        let dw_io = |source| Error::Io { path: self.path.with_file_name(DOUBLEWRITE_FILE_NAME), source };
+        for batch in pages.chunks_mut(DOUBLEWRITE_PAGES) {
+            let _one_batch = self.doublewrite_lock.lock();
+            for page in batch.iter_mut() {
+                page.seal();
+            }
+            let bytes: Vec<&[u8]> = batch.iter().map(|page| &page.bytes()[..]).collect();
+            self.doublewrite.write_all_at(&bytes, 0).map_err(dw_io)?;
+            self.doublewrite.sync_data().map_err(dw_io)?;
+            for page in batch.iter() {
+                let offset = u64::from(page.page_no()) * PAGE_BYTES as u64;
+                self.file.write_all_at(&[page.bytes()], offset).map_err(|error| self.io(error))?;
+            }
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Seals `page` and writes it at its place, without the doublewrite
+    /// file: a power loss during this write can tear the page for good. For
+    /// the repair itself and for tests; the store writes through
+    /// [`write_pages`](Self::write_pages).
+    pub fn write_one(&self, page: &mut Page) -> Result<()> {
         page.seal();
         let offset = u64::from(page.page_no()) * PAGE_BYTES as u64;
         self.file.write_all_at(&[page.bytes()], offset).map_err(|error| self.io(error))

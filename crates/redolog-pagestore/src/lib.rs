@@ -41,7 +41,7 @@ mod table;
 
 pub use btree::{allocate, format_meta, BTree, Outcome, META_PAGE};
 pub use buffer_pool::{BufferPool, Frame, FrameData};
-pub use datafile::{DataFile, DATA_FILE_NAME};
+pub use datafile::{DataFile, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, DOUBLEWRITE_PAGES};
 pub use mtr::Mtr;
 pub use page::{Format, Page, PageKind, PageNo, HEADER_BYTES, NEXT_OFFSET, PAGE_BYTES};
 pub use recovery::{replay, Replayed};

@@ -51,15 +51,13 @@ impl Pages<'_> {
     /// Writes the changed pages. The log they came from is durable (it is
     /// what recovery read), so the WAL rule holds (PS-1).
     fn write_back(&mut self) -> Result<u64> {
-        let mut written = 0;
-        for no in std::mem::take(&mut self.changed) {
-            if let Some(page) = self.pages.get_mut(&no) {
-                self.data.write(page)?;
-                written += 1;
-            }
-        }
+        let mut pages: Vec<Page> =
+            std::mem::take(&mut self.changed).into_iter().filter_map(|no| self.pages.remove(&no)).collect();
         self.pages.clear();
-        Ok(written)
+        // Through the doublewrite file: a crash during recovery must not
+        // tear a page whose log the next recovery still needs.
+        self.data.write_pages(&mut pages)?;
+        Ok(pages.len() as u64)
     }
 }
 
