@@ -145,22 +145,66 @@ impl BufferPool {
         self.oldest_modification().map_or(closed, |oldest| oldest.min(closed))
     }
 
-    /// Writes page `no` if it is dirty: the log first, up to the page's LSN
-    /// (PS-1), then the page through the doublewrite file (durable when this
-    /// returns); it leaves the flush list clean. The single-page flush the
-    /// page cleaners are built on; they will batch it.
+    /// Writes page `no` if it is dirty (see [`flush_pages`](Self::flush_pages)).
     pub fn flush_page(&self, log: &Log, no: PageNo) -> Result<bool> {
-        let frame = match self.instance(no).state.lock().frames.get(&no) {
-            Some((frame, _)) => frame.clone(),
-            None => return Ok(false),
-        };
-        let mut data = frame.latch.write();
-        let Some(oldest) = data.oldest else { return Ok(false) };
-        log.wait(data.page.lsn(), Durability::Synced)?;
-        self.data.write_pages(&mut [data.page.clone()])?;
-        data.oldest = None;
-        self.instance(no).state.lock().flush_list.remove(&(oldest, no));
-        Ok(true)
+        Ok(self.flush_pages(log, &[no])? == 1)
+    }
+
+    /// Writes the dirty ones of `pages` as one batch; returns how many.
+    /// Latches are not held across the I/O (docs/PAGESTORE.md §12):
+    /// 1. under each page's latch, a copy and its page LSN;
+    /// 2. the log made durable up to the highest of those LSNs (PS-1);
+    /// 3. the copies written through the doublewrite file (durable after);
+    /// 4. under each latch again: a page still at its copied LSN is clean;
+    ///    one changed meanwhile stays dirty with the copied LSN as its oldest
+    ///    modification — a lower bound, since the change that followed the
+    ///    copy started at or after it.
+    pub fn flush_pages(&self, log: &Log, pages: &[PageNo]) -> Result<usize> {
+        let mut copies = Vec::new();
+        let mut frames = Vec::new();
+        for &no in pages {
+            let Some(frame) = self.instance(no).state.lock().frames.get(&no).map(|(frame, _)| frame.clone()) else {
+                continue;
+            };
+            let data = frame.latch.read();
+            if let Some(oldest) = data.oldest {
+                copies.push(data.page.clone());
+                frames.push((frame.clone(), oldest, data.page.lsn()));
+            }
+        }
+        let Some(newest) = frames.iter().map(|&(_, _, lsn)| lsn).max() else { return Ok(0) };
+        log.wait(newest, Durability::Synced)?;
+        self.data.write_pages(&mut copies)?;
+        for (frame, oldest, copied) in &frames {
+            let mut data = frame.latch.write();
+            let still = if data.page.lsn() == *copied { None } else { Some(*copied) };
+            data.oldest = still;
+            let mut state = self.instance(frame.no).state.lock();
+            state.flush_list.remove(&(*oldest, frame.no));
+            if let Some(lsn) = still {
+                state.flush_list.insert((lsn, frame.no));
+            }
+        }
+        Ok(frames.len())
+    }
+
+    /// Up to `count` of the oldest dirty pages of the instances `first`,
+    /// `first + step`, … (a page cleaner's share), oldest first.
+    pub fn oldest_dirty(&self, first: usize, step: usize, count: usize) -> Vec<PageNo> {
+        let mut oldest: Vec<(Lsn, PageNo)> = self
+            .instances
+            .iter()
+            .skip(first)
+            .step_by(step.max(1))
+            .flat_map(|instance| instance.state.lock().flush_list.iter().take(count).copied().collect::<Vec<_>>())
+            .collect();
+        oldest.sort_unstable();
+        oldest.into_iter().take(count).map(|(_, no)| no).collect()
+    }
+
+    /// Buffer pool instances.
+    pub fn instances(&self) -> usize {
+        self.instances.len()
     }
 
     /// The pages on the flush lists, oldest modification first.

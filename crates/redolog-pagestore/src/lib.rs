@@ -29,6 +29,7 @@
 #![cfg_attr(not(test), deny(clippy::expect_used))]
 #![warn(missing_docs)]
 
+mod background;
 mod btree;
 mod buffer_pool;
 mod datafile;
@@ -39,6 +40,7 @@ mod redo;
 mod store;
 mod table;
 
+pub use background::EngineStats;
 pub use btree::{allocate, format_meta, BTree, Outcome, META_PAGE};
 pub use buffer_pool::{BufferPool, Frame, FrameData};
 pub use datafile::{DataFile, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, DOUBLEWRITE_PAGES};

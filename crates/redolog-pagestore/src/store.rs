@@ -7,6 +7,7 @@ use std::sync::Arc;
 use redolog::storage::{FsStorage, Storage};
 use redolog::{Durability, Log, Lsn};
 
+use crate::background::{Background, Engine, EngineStats};
 use crate::btree::{format_meta, BTree, META_PAGE};
 use crate::buffer_pool::BufferPool;
 use crate::datafile::DataFile;
@@ -33,23 +34,37 @@ pub struct Options {
     /// Buffer pool bytes (InnoDB's `innodb_buffer_pool_size`): default 128
     /// MiB, InnoDB's default.
     pub buffer_pool_bytes: u64,
+    /// Pages per second the page cleaners write at a low checkpoint age
+    /// (InnoDB's `innodb_io_capacity`, default 200); up to ten times that as
+    /// the log fills.
+    pub io_capacity: u64,
     /// The log's configuration.
     pub log: redolog::Config,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { buffer_pool_instances: 1, buffer_pool_bytes: 128 << 20, log: redolog::Config::default() }
+        Options {
+            buffer_pool_instances: 1,
+            buffer_pool_bytes: 128 << 20,
+            io_capacity: 200,
+            log: redolog::Config::default(),
+        }
     }
 }
 
 /// A page store: tables of sysbench-shaped rows on pages, every change
-/// logged in redolog.
-#[derive(Debug)]
+/// logged in redolog; page cleaners and a checkpointer run behind it.
 pub struct PageStore {
-    log: Log,
-    pool: BufferPool,
+    engine: Arc<Engine>,
+    background: Option<Background>,
     tables: Vec<Table>,
+}
+
+impl std::fmt::Debug for PageStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageStore").field("tables", &self.tables.len()).finish_non_exhaustive()
+    }
 }
 
 fn u32_at(bytes: &[u8], offset: usize) -> u32 {
@@ -82,7 +97,11 @@ impl PageStore {
         let frames = (options.buffer_pool_bytes / PAGE_BYTES as u64).max(1) as usize;
         let pool = BufferPool::new(Arc::new(data), options.buffer_pool_instances, frames);
         let tables = Self::catalog(&pool)?;
-        Ok((PageStore { log, pool, tables }, replayed))
+        let capacity = options.log.capacity_bytes;
+        let engine = Arc::new(Engine::new(log, pool, replayed.end_lsn, capacity, options.io_capacity));
+        let background =
+            Background::start(&engine).map_err(|source| crate::Error::Io { path: dir.to_path_buf(), source })?;
+        Ok((PageStore { engine, background: Some(background), tables }, replayed))
     }
 
     /// The tables the meta page lists.
@@ -110,7 +129,7 @@ impl PageStore {
     /// mini-transaction, durable when this returns); returns its number.
     pub fn create_table(&mut self) -> Result<usize> {
         let number = self.tables.len();
-        let mut mtr = Mtr::new(&self.pool, &self.log);
+        let mut mtr = self.mtr();
         if mtr.latch(META_PAGE)?.kind() != Some(PageKind::Meta) {
             format_meta(&mut mtr)?;
         }
@@ -122,7 +141,7 @@ impl PageStore {
         let count = (number as u32 + 1).to_le_bytes().to_vec();
         mtr.apply(Redo::Write { page: META_PAGE, offset: TABLE_COUNT_OFFSET as u16, bytes: count })?;
         if let Some(end) = mtr.commit()? {
-            self.log.wait(end, Durability::Synced)?;
+            self.engine.log.wait(end, Durability::Synced)?;
         }
         self.tables.push(Table { primary, secondary });
         Ok(number)
@@ -149,30 +168,46 @@ impl PageStore {
             _ => return Ok(()),
         };
         match end {
-            Some(end) => Ok(self.log.wait(end, durability)?),
+            Some(end) => Ok(self.engine.log.wait(end, durability)?),
             None => Ok(()),
         }
     }
 
     /// A mini-transaction on this store.
     pub fn mtr(&self) -> Mtr<'_> {
-        Mtr::new(&self.pool, &self.log)
+        Mtr::new(&self.engine.pool, &self.engine.log)
+    }
+
+    /// InnoDB's `log_free_check`, which every statement makes first: waits,
+    /// on an event, while the log is short of space and one thread flushes
+    /// pages and checkpoints to make room (docs/PAGESTORE.md §12).
+    pub fn free_check(&self) -> Result<()> {
+        self.engine.free_check()
+    }
+
+    /// The free check's wait triad, pages flushed, checkpoints, and the
+    /// checkpoint age.
+    pub fn stats(&self) -> EngineStats {
+        self.background.as_ref().map(Background::stats).unwrap_or_default()
     }
 
     /// The buffer pool.
     pub fn pool(&self) -> &BufferPool {
-        &self.pool
+        &self.engine.pool
     }
 
     /// The log.
     pub fn log(&self) -> &Log {
-        &self.log
+        &self.engine.log
     }
 
-    /// The log alone, the buffer pool dropped with its dirty pages
-    /// unwritten: a crash test then crashes the log (redolog's
-    /// `simulate_crash`, cargo feature `testkit`).
-    pub fn into_log(self) -> Log {
-        self.log
+    /// Stops the background threads and returns the log alone, the buffer
+    /// pool dropped with its dirty pages unwritten: a crash test then
+    /// crashes the log (redolog's `simulate_crash`, cargo feature
+    /// `testkit`). `None` if something still holds the engine.
+    pub fn into_log(self) -> Option<Log> {
+        let PageStore { engine, background, .. } = self;
+        drop(background);
+        Arc::try_unwrap(engine).ok().map(|engine| engine.log)
     }
 }

@@ -86,6 +86,7 @@ impl Table {
         store: &PageStore,
         body: impl Fn(&mut Mtr<'_>, bool) -> Result<Outcome>,
     ) -> Result<(Outcome, Option<Lsn>)> {
+        store.free_check()?;
         for pessimistic in [false, true] {
             let _held = if pessimistic {
                 Held::Exclusive([self.primary.lock().write(), self.secondary.lock().write()])

@@ -31,7 +31,7 @@ fn options() -> Options {
         closed_window_bytes: 256 << 10,
         ..redolog::Config::default()
     };
-    Options { buffer_pool_instances: 2, buffer_pool_bytes: 8 << 20, log }
+    Options { buffer_pool_instances: 2, buffer_pool_bytes: 8 << 20, log, ..Options::default() }
 }
 
 fn row(id: u64, k: u64, c: u8) -> Row {

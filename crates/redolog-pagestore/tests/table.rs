@@ -23,7 +23,7 @@ fn options() -> Options {
         closed_window_bytes: 1 << 20,
         ..redolog::Config::default()
     };
-    Options { buffer_pool_instances: 2, buffer_pool_bytes: 32 << 20, log }
+    Options { buffer_pool_instances: 2, buffer_pool_bytes: 32 << 20, log, ..Options::default() }
 }
 
 fn row(id: u64, k: u64, c: u8) -> Row {
@@ -139,10 +139,49 @@ fn acknowledged_statements_survive_a_crash_with_both_indexes_agreeing() {
         expected
     });
     store.pool().data().sync().expect("sync");
-    store.into_log().simulate_crash();
+    store.into_log().expect("the engine is ours alone").simulate_crash();
     check(dir.path(), &expected);
     // Reopened once more: the first open checkpointed after its replay.
     let (store, replayed) = PageStore::open(dir.path(), options()).expect("reopen again");
     assert_eq!(replayed.groups, 0, "{replayed:?}");
     assert_eq!(store.table(0).scan(&store).expect("scan").0.len(), expected.values().flatten().count());
+}
+
+/// A log far smaller than the work and cleaners that barely write: the
+/// free check must make room — one coordinator flushing and checkpointing,
+/// the other threads waiting on its event — without stalling, and the rows
+/// must survive a crash after it.
+#[test]
+fn a_small_log_fills_and_the_free_check_makes_room() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut options = options();
+    options.log.capacity_bytes = 1 << 20;
+    options.io_capacity = 1;
+    let (mut store, _) = PageStore::open(dir.path(), options.clone()).expect("open");
+    store.create_table().expect("table");
+    for id in 0..PRELOADED {
+        store.table(0).insert(&store, &row(id, id % 50, 0)).expect("load");
+    }
+    std::thread::scope(|scope| {
+        for thread in 0..THREADS {
+            let store = &store;
+            scope.spawn(move || {
+                for round in 0..2500u64 {
+                    let id = (round * 13 + thread) % PRELOADED;
+                    let c = [(round % 200) as u8 + thread as u8; C_BYTES];
+                    let (outcome, _) = store.table(0).update_c(store, id - id % THREADS + thread, &c).expect("update");
+                    assert_eq!(outcome, Outcome::Done);
+                }
+            });
+        }
+    });
+    let stats = store.stats();
+    assert!(stats.free_check_waits > 0 && stats.checkpoints > 0, "{stats:?}");
+    assert!(stats.checkpoint_age < options.log.capacity_bytes, "{stats:?}");
+    store.log().wait(store.log().end_lsn(), redolog::Durability::Synced).expect("durable");
+    let expected: Vec<Row> = store.table(0).scan(&store).expect("scan").0;
+    store.into_log().expect("the engine is ours alone").simulate_crash();
+    let (store, _) = PageStore::open(dir.path(), options).expect("reopen");
+    assert_eq!(store.table(0).scan(&store).expect("scan").0, expected);
+    eprintln!("free check: {stats:?}");
 }

@@ -1,0 +1,235 @@
+//! The engine's background work and its log free check (docs/PAGESTORE.md
+//! §12): page cleaners that flush each instance's oldest pages at a rate set
+//! by the checkpoint age, a checkpointer, and the free check a statement
+//! makes before it starts — one coordinator flushes when the log is short of
+//! space, the threads that must wait sleep on an event, and the threads that
+//! need not wait pay two atomic loads (MySQL bug #68555's convoy came from a
+//! global flag that sent every thread into the slow path).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use redolog::{Log, Lsn};
+
+use crate::buffer_pool::BufferPool;
+use crate::Result;
+
+/// How often a cleaner and the checkpointer wake when nobody wakes them
+/// (InnoDB's page cleaners loop once a second; a tenth keeps batches small).
+const TICK: Duration = Duration::from_millis(100);
+/// Pages one flush batch writes at most (the doublewrite file's size).
+const BATCH_PAGES: usize = crate::datafile::DOUBLEWRITE_PAGES;
+
+/// The wait triad of the free check, and what the background did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Statements that had to wait in the free check.
+    pub free_check_waits: u64,
+    /// Their total wait, µs.
+    pub free_check_wait_us: u64,
+    /// The longest, µs.
+    pub free_check_wait_us_max: u64,
+    /// Pages written by the cleaners and the free check's coordinator.
+    pub pages_flushed: u64,
+    /// Checkpoints taken.
+    pub checkpoints: u64,
+    /// The checkpoint age now: end LSN minus the last checkpoint, bytes.
+    pub checkpoint_age: u64,
+}
+
+/// The log, the pool, and the state the background threads share.
+pub(crate) struct Engine {
+    pub(crate) log: Log,
+    pub(crate) pool: BufferPool,
+    /// The log's last checkpoint: this engine takes every one.
+    checkpoint: AtomicU64,
+    /// A statement waits in the free check above this checkpoint age.
+    free_check_age: u64,
+    /// The log's capacity in bytes.
+    capacity: u64,
+    /// Pages per second the cleaners write at a low checkpoint age
+    /// (`innodb_io_capacity`); ten times that as the age nears the free
+    /// check (`innodb_io_capacity_max`'s default ratio).
+    io_capacity: u64,
+    shutdown: AtomicBool,
+    /// The background threads wait a tick on this, so a shutdown wakes
+    /// them at once (it sets `shutdown`, then notifies under the mutex).
+    tick: Mutex<()>,
+    tick_over: Condvar,
+    /// Whether a thread is flushing for space, under the mutex the waiters
+    /// sleep on: a waiter checks and sleeps under it, the coordinator
+    /// clears it and wakes them under it, so no wake-up is lost.
+    space: Mutex<bool>,
+    space_freed: Condvar,
+    stats: Mutex<EngineStats>,
+}
+
+impl Engine {
+    pub(crate) fn new(log: Log, pool: BufferPool, checkpoint: Lsn, capacity: u64, io_capacity: u64) -> Engine {
+        Engine {
+            log,
+            pool,
+            checkpoint: AtomicU64::new(checkpoint.as_u64()),
+            free_check_age: capacity / 4 * 3,
+            capacity,
+            io_capacity: io_capacity.max(1),
+            shutdown: AtomicBool::new(false),
+            tick: Mutex::new(()),
+            tick_over: Condvar::new(),
+            space: Mutex::new(false),
+            space_freed: Condvar::new(),
+            stats: Mutex::new(EngineStats::default()),
+        }
+    }
+
+    /// Waits one tick, or until shutdown; false once shut down.
+    fn wait_tick(&self) -> bool {
+        let mut tick = self.tick.lock();
+        if self.shutdown.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.tick_over.wait_for(&mut tick, TICK);
+        !self.shutdown.load(Ordering::Relaxed)
+    }
+
+    fn age(&self) -> u64 {
+        self.log.end_lsn().as_u64().saturating_sub(self.checkpoint.load(Ordering::Acquire))
+    }
+
+    /// Flushes up to `count` pages of the instances `first`, `first + step`, …
+    fn flush_oldest(&self, first: usize, step: usize, count: usize) -> Result<usize> {
+        let pages = self.pool.oldest_dirty(first, step, count);
+        let flushed = self.pool.flush_pages(&self.log, &pages)?;
+        self.stats.lock().pages_flushed += flushed as u64;
+        Ok(flushed)
+    }
+
+    /// Checkpoints at `min(oldest modification, closed LSN)` if that moved
+    /// (PS-4). The pages below it were written through `write_pages`, which
+    /// syncs the data file.
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        let target = self.pool.checkpoint_lsn(&self.log);
+        if target.as_u64() > self.checkpoint.load(Ordering::Acquire) {
+            self.log.checkpoint(target)?;
+            // Release: pairs with the Acquire in `age`.
+            self.checkpoint.fetch_max(target.as_u64(), Ordering::Release);
+            self.stats.lock().checkpoints += 1;
+        }
+        Ok(())
+    }
+
+    /// InnoDB's `log_free_check`: before a statement, make sure the log has
+    /// room. Below the free-check age this is two atomic loads. Above it,
+    /// the first thread to arrive becomes the coordinator and flushes the
+    /// oldest pages of every instance and checkpoints until the age is half
+    /// the log; the others sleep on an event until it is done.
+    pub fn free_check(&self) -> Result<()> {
+        if self.age() <= self.free_check_age {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut coordinating = self.space.lock();
+        loop {
+            if self.age() <= self.free_check_age {
+                break;
+            }
+            if *coordinating {
+                self.space_freed.wait(&mut coordinating);
+                continue;
+            }
+            *coordinating = true;
+            drop(coordinating);
+            let flushed = self.make_room();
+            coordinating = self.space.lock();
+            *coordinating = false;
+            self.space_freed.notify_all();
+            flushed?;
+        }
+        drop(coordinating);
+        let waited = started.elapsed().as_micros() as u64;
+        let mut stats = self.stats.lock();
+        stats.free_check_waits += 1;
+        stats.free_check_wait_us += waited;
+        stats.free_check_wait_us_max = stats.free_check_wait_us_max.max(waited);
+        Ok(())
+    }
+
+    /// The coordinator's work: flush oldest-first and checkpoint until the
+    /// age is half the log (or nothing is left to flush).
+    fn make_room(&self) -> Result<()> {
+        while self.age() > self.capacity / 2 {
+            let flushed = self.flush_oldest(0, 1, BATCH_PAGES)?;
+            self.checkpoint()?;
+            if flushed == 0 && self.pool.dirty_pages() == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pages a cleaner writes per tick: `io_capacity` per second, rising to
+    /// ten times that as the age goes from an eighth of the log to the
+    /// free-check age, as (age fraction)^1.5 (InnoDB's adaptive flushing).
+    fn pages_per_tick(&self, cleaners: usize) -> usize {
+        let low = self.capacity / 8;
+        let age = self.age();
+        let boost = if age <= low {
+            1.0
+        } else {
+            let fraction = ((age - low) as f64 / (self.free_check_age - low).max(1) as f64).min(1.0);
+            1.0 + 9.0 * fraction.powf(1.5)
+        };
+        let per_second = self.io_capacity as f64 * boost;
+        (per_second * TICK.as_secs_f64() / cleaners as f64).ceil() as usize
+    }
+}
+
+/// The background threads; stopped and joined when dropped.
+pub(crate) struct Background {
+    engine: Arc<Engine>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Background {
+    /// Starts one page cleaner per instance (InnoDB's
+    /// `innodb_page_cleaners` default) and the checkpointer.
+    pub(crate) fn start(engine: &Arc<Engine>) -> std::io::Result<Background> {
+        let cleaners = engine.pool.instances();
+        let mut threads = Vec::new();
+        for cleaner in 0..cleaners {
+            let engine = engine.clone();
+            threads.push(std::thread::Builder::new().name(format!("page-cleaner-{cleaner}")).spawn(move || {
+                while engine.wait_tick() {
+                    let count = engine.pages_per_tick(cleaners).min(BATCH_PAGES);
+                    // A failed write poisons the log; statements see it.
+                    let _ = engine.flush_oldest(cleaner, cleaners, count);
+                }
+            })?);
+        }
+        let checkpointer = engine.clone();
+        threads.push(std::thread::Builder::new().name("checkpointer".into()).spawn(move || {
+            while checkpointer.wait_tick() {
+                let _ = checkpointer.checkpoint();
+            }
+        })?);
+        Ok(Background { engine: engine.clone(), threads })
+    }
+
+    pub(crate) fn stats(&self) -> EngineStats {
+        EngineStats { checkpoint_age: self.engine.age(), ..self.engine.stats.lock().clone() }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.engine.shutdown.store(true, Ordering::Relaxed);
+        drop(self.engine.tick.lock());
+        self.engine.tick_over.notify_all();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
