@@ -276,3 +276,36 @@ fn bench_refuses_options_its_workload_does_not_take() {
     assert!(!output.status.success());
     assert!(text(&output.stderr).contains("--stores applies to --workload raft only"), "{}", text(&output.stderr));
 }
+
+/// `redolog bench --workload oltp_write_only`: sysbench's shape on the page
+/// store — prepare, interval lines, the summary, no failed transaction.
+#[test]
+fn bench_oltp_runs_sysbench_shaped_transactions_on_the_page_store() {
+    let stdout = bench(&[
+        "--workload",
+        "oltp_write_only",
+        "--tables",
+        "2",
+        "--table-size",
+        "500",
+        "--threads",
+        "2",
+        "--time",
+        "1",
+        "--device",
+        "tmpfs",
+        "--buffer-pool-bytes",
+        "16777216",
+        "--log-capacity",
+        "8388608",
+    ]);
+    assert!(stdout.contains("prepared 2 tables of 500 rows"), "{stdout}");
+    let transactions: u64 = stdout
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("transactions:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no transactions line\n{stdout}"));
+    assert!(transactions > 0, "{stdout}");
+    assert!(stdout.contains("failed:                              0"), "{stdout}");
+}

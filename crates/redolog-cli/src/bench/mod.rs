@@ -7,6 +7,7 @@
 
 mod device;
 mod machine;
+mod oltp;
 #[cfg(feature = "peers")]
 mod peers;
 mod plot;
@@ -79,6 +80,48 @@ pub enum WorkloadArg {
     /// process: redolog-raft against the RocksDB and raft-log log stores
     /// (`--features peers`); `--threads` are the client tasks.
     Raft,
+    /// sysbench's oltp_insert on the page store: one INSERT per transaction.
+    #[value(name = "oltp_insert")]
+    OltpInsert,
+    /// sysbench's oltp_update_index: `SET k = k + 1 WHERE id = ?`.
+    #[value(name = "oltp_update_index")]
+    OltpUpdateIndex,
+    /// sysbench's oltp_update_non_index: `SET c = ? WHERE id = ?`.
+    #[value(name = "oltp_update_non_index")]
+    OltpUpdateNonIndex,
+    /// sysbench's oltp_write_only: index update, non-index update, delete
+    /// and insert, one commit wait.
+    #[value(name = "oltp_write_only")]
+    OltpWriteOnly,
+}
+
+impl WorkloadArg {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadArg::Log => "log",
+            WorkloadArg::Raft => "raft",
+            WorkloadArg::OltpInsert => "oltp_insert",
+            WorkloadArg::OltpUpdateIndex => "oltp_update_index",
+            WorkloadArg::OltpUpdateNonIndex => "oltp_update_non_index",
+            WorkloadArg::OltpWriteOnly => "oltp_write_only",
+        }
+    }
+}
+
+/// The first flag given that only `--workload log` takes, if any.
+fn log_only_flag(options: &BenchOptions) -> Option<&'static str> {
+    [
+        ("--json", options.json.is_some()),
+        ("--plot", options.plot.is_some()),
+        ("--scenario", options.scenario.is_some()),
+        ("--async", options.async_tasks),
+        ("--no-wait", options.no_wait),
+        ("--cpu-quota", options.cpu_quota.is_some()),
+        ("--metrics", options.metrics),
+    ]
+    .into_iter()
+    .find_map(|(flag, given)| given.then_some(flag))
 }
 
 /// Options of `redolog bench`.
@@ -92,6 +135,31 @@ pub struct BenchOptions {
     /// build has.
     #[arg(long, value_delimiter = ',')]
     pub stores: Vec<String>,
+    /// With `--workload oltp_*`: tables (sysbench's `--tables`).
+    #[arg(long, default_value_t = 8)]
+    pub tables: usize,
+    /// With `--workload oltp_*`: rows per table (sysbench's `--table-size`).
+    #[arg(long, default_value_t = 10_000)]
+    pub table_size: u64,
+    /// With `--workload oltp_*`: 1 waits for the fdatasync, 2 for the write,
+    /// 0 for nothing (InnoDB's `innodb_flush_log_at_trx_commit`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub flush_log_at_trx_commit: u8,
+    /// With `--workload oltp_*`: buffer pool instances.
+    #[arg(long, default_value_t = 1)]
+    pub buffer_pool_instances: usize,
+    /// With `--workload oltp_*`: buffer pool bytes (default 1 GiB: the
+    /// tables stay in memory, as in the seeds' experiments).
+    #[arg(long, default_value_t = 1 << 30)]
+    pub buffer_pool_bytes: u64,
+    /// With `--workload oltp_*`: the page cleaners' pages per second at a
+    /// low checkpoint age (InnoDB's `innodb_io_capacity`).
+    #[arg(long, default_value_t = 200)]
+    pub io_capacity: u64,
+    /// With `--workload oltp_*`: the log's capacity in bytes (InnoDB's
+    /// `innodb_redo_log_capacity`, default 100 MiB).
+    #[arg(long, default_value_t = 100 << 20)]
+    pub log_capacity: u64,
     /// Thread counts to sweep (with `async`: task counts; `--tasks` is an alias).
     #[arg(long, alias = "tasks", value_delimiter = ',', default_value = "1,4,16,64")]
     pub threads: Vec<usize>,
@@ -186,6 +254,10 @@ impl Contender {
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
     match options.workload {
         WorkloadArg::Raft => raft_cluster::run(options),
+        WorkloadArg::OltpInsert
+        | WorkloadArg::OltpUpdateIndex
+        | WorkloadArg::OltpUpdateNonIndex
+        | WorkloadArg::OltpWriteOnly => oltp::run(options),
         WorkloadArg::Log if !options.stores.is_empty() => Err("--stores applies to --workload raft only".into()),
         WorkloadArg::Log => run_log(options),
     }

@@ -155,16 +155,7 @@ async fn point(store: &str, dir: &Path, clients: usize, options: &BenchOptions) 
 /// Runs the cluster benchmark at each `--threads` count (clients) and prints
 /// the table.
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
-    let unsupported = [
-        ("--json", options.json.is_some()),
-        ("--plot", options.plot.is_some()),
-        ("--scenario", options.scenario.is_some()),
-        ("--async", options.async_tasks),
-        ("--no-wait", options.no_wait),
-        ("--cpu-quota", options.cpu_quota.is_some()),
-        ("--metrics", options.metrics),
-    ];
-    if let Some((flag, _)) = unsupported.iter().find(|(_, given)| *given) {
+    if let Some(flag) = super::log_only_flag(options) {
         return Err(format!(
             "{flag} does not apply to --workload raft (it takes --tasks, --time, --rounds, --record-bytes, \
              --device, --dir, --stores and --report-interval)"
