@@ -157,8 +157,10 @@ impl BufferPool {
     /// 3. the copies written through the doublewrite file (durable after);
     /// 4. under each latch again: a page still at its copied LSN is clean;
     ///    one changed meanwhile stays dirty with the copied LSN as its oldest
-    ///    modification — a lower bound, since the change that followed the
-    ///    copy started at or after it.
+    ///    modification (or its own, if later) — a lower bound, since the
+    ///    change that followed the copy started at or after it. The flush
+    ///    list entry is replaced by what `oldest` now holds: two flushes of
+    ///    one page that overlap never leave a stale entry behind.
     pub fn flush_pages(&self, log: &Log, pages: &[PageNo]) -> Result<usize> {
         let mut copies = Vec::new();
         let mut frames = Vec::new();
@@ -167,20 +169,24 @@ impl BufferPool {
                 continue;
             };
             let data = frame.latch.read();
-            if let Some(oldest) = data.oldest {
+            if data.oldest.is_some() {
                 copies.push(data.page.clone());
-                frames.push((frame.clone(), oldest, data.page.lsn()));
+                frames.push((frame.clone(), data.page.lsn()));
             }
         }
-        let Some(newest) = frames.iter().map(|&(_, _, lsn)| lsn).max() else { return Ok(0) };
+        let Some(newest) = frames.iter().map(|&(_, lsn)| lsn).max() else { return Ok(0) };
         log.wait(newest, Durability::Synced)?;
         self.data.write_pages(&mut copies)?;
-        for (frame, oldest, copied) in &frames {
+        for (frame, copied) in &frames {
             let mut data = frame.latch.write();
-            let still = if data.page.lsn() == *copied { None } else { Some(*copied) };
+            // What the page is now, not what it was at the copy: another
+            // flush may have cleaned it meanwhile and a statement dirtied it
+            // again. The flush list always mirrors `oldest`.
+            let Some(current) = data.oldest else { continue };
+            let still = if data.page.lsn() == *copied { None } else { Some(current.max(*copied)) };
             data.oldest = still;
             let mut state = self.instance(frame.no).state.lock();
-            state.flush_list.remove(&(*oldest, frame.no));
+            state.flush_list.remove(&(current, frame.no));
             if let Some(lsn) = still {
                 state.flush_list.insert((lsn, frame.no));
             }

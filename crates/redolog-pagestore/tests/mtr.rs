@@ -178,3 +178,43 @@ fn a_full_instance_evicts_its_least_recently_used_clean_page_and_never_a_dirty_o
     assert!(dirty.upgrade().is_some());
     assert!(Arc::ptr_eq(&held, &pool.get(3).expect("get")), "page 3, held, kept its frame");
 }
+
+/// Two flushers on the same pages while statements dirty them: every flush
+/// list entry matches its page's oldest modification, one entry per dirty
+/// page, none for a clean one. (Overlapping flushes of one page once left a
+/// stale entry behind, which pinned the checkpoint and made the free
+/// check's coordinator spin.)
+#[test]
+fn overlapping_flushes_leave_the_flush_list_mirroring_the_pages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, pool) = open(dir.path(), 2, 64);
+    let pages: Vec<PageNo> = std::iter::once(SHARED).chain((0..THREADS).map(|t| 10 + t)).collect();
+    format(&pool, &log, &pages);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            let (pool, log, pages, done) = (&pool, &log, &pages, &done);
+            scope.spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    pool.flush_pages(log, pages).expect("flush");
+                }
+            });
+        }
+        let workers: Vec<_> = (0..THREADS)
+            .map(|thread| {
+                let (pool, log) = (&pool, &log);
+                scope.spawn(move || work(pool, log, thread, 150))
+            })
+            .collect();
+        for worker in workers {
+            worker.join().expect("worker");
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let flush_list = pool.flush_list();
+    for &no in &pages {
+        let oldest = pool.get(no).expect("get").latch().read().oldest;
+        let entries: Vec<_> = flush_list.iter().filter(|(_, page)| *page == no).map(|(lsn, _)| *lsn).collect();
+        assert_eq!(entries, oldest.into_iter().collect::<Vec<_>>(), "page {no}");
+    }
+}
