@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
-use redolog_pagestore::{Options, Outcome, PageStore, Row, C_BYTES, PAD_BYTES};
+use redolog_pagestore::{EngineStats, Options, Outcome, PageStore, Row, C_BYTES, PAD_BYTES};
 
 use super::runner::new_histogram;
 use super::{BenchOptions, BoxError, WorkloadArg};
@@ -136,6 +136,7 @@ fn run_point(store: &PageStore, workload: WorkloadArg, threads: usize, options: 
         .collect();
     let stop = AtomicBool::new(false);
     let failed = AtomicU64::new(0);
+    let before = store.stats();
     let started = Instant::now();
     std::thread::scope(|scope| {
         for (number, client) in clients.iter().enumerate() {
@@ -163,7 +164,7 @@ fn run_point(store: &PageStore, workload: WorkloadArg, threads: usize, options: 
         report(&clients, threads, options, started);
         stop.store(true, Ordering::Relaxed);
     });
-    summary(store, &clients, started.elapsed(), failed.load(Ordering::Relaxed));
+    summary(store, &before, &clients, started.elapsed(), failed.load(Ordering::Relaxed));
     Ok(())
 }
 
@@ -197,8 +198,9 @@ fn report(clients: &[Mutex<Client>], threads: usize, options: &BenchOptions, sta
     }
 }
 
-/// sysbench's summary, and the engine's counters.
-fn summary(store: &PageStore, clients: &[Mutex<Client>], elapsed: Duration, failed: u64) {
+/// sysbench's summary, and the engine's counters over this point (the
+/// longest wait: since the store opened).
+fn summary(store: &PageStore, before: &EngineStats, clients: &[Mutex<Client>], elapsed: Duration, failed: u64) {
     let mut latency = new_histogram();
     let mut transactions = 0;
     for client in clients {
@@ -221,11 +223,11 @@ fn summary(store: &PageStore, clients: &[Mutex<Client>], elapsed: Duration, fail
     let stats = store.stats();
     println!(
         "engine: free check waits {} ({:.2} ms total, {:.2} ms max), pages flushed {}, checkpoints {}, checkpoint age {} KiB",
-        stats.free_check_waits,
-        ms(stats.free_check_wait_us),
+        stats.free_check_waits - before.free_check_waits,
+        ms(stats.free_check_wait_us - before.free_check_wait_us),
         ms(stats.free_check_wait_us_max),
-        stats.pages_flushed,
-        stats.checkpoints,
+        stats.pages_flushed - before.pages_flushed,
+        stats.checkpoints - before.checkpoints,
         stats.checkpoint_age >> 10
     );
 }
