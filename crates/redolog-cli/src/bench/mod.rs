@@ -9,6 +9,8 @@ mod device;
 mod machine;
 mod oltp;
 #[cfg(feature = "peers")]
+mod oltp_rocksdb;
+#[cfg(feature = "peers")]
 mod peers;
 mod plot;
 mod quota;

@@ -14,6 +14,7 @@
 //!   mini-transaction); the page store has no undo, so the four are not one
 //!   atomic unit as in InnoDB.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -97,46 +98,108 @@ fn prepare(store: &mut PageStore, options: &BenchOptions) -> Result<(), BoxError
     Ok(())
 }
 
-/// One transaction of `workload`; returns the end LSN its commit waits for.
+/// One statement of a transaction, its random choices made: every system
+/// runs the same statements.
+#[derive(Clone, Debug)]
+pub enum Statement {
+    /// INSERT of a new row.
+    Insert { table: usize, row: Row },
+    /// `UPDATE … SET c = ? WHERE id = ?`.
+    UpdateC { table: usize, id: u64, c: [u8; C_BYTES] },
+    /// `UPDATE … SET k = k + 1 WHERE id = ?`.
+    IncrementK { table: usize, id: u64 },
+    /// `DELETE … WHERE id = ?`.
+    Delete { table: usize, id: u64 },
+}
+
+/// The statements of one transaction of `workload`.
 fn transaction(
-    store: &PageStore,
     workload: WorkloadArg,
     random: &mut Random,
     options: &BenchOptions,
     next_insert: &mut u64,
-) -> Result<Option<redolog::Lsn>, redolog_pagestore::Error> {
-    let table = store.table(random.below(options.tables as u64) as usize);
+) -> Vec<Statement> {
+    let table = random.below(options.tables as u64) as usize;
     let id = random.below(options.table_size);
-    let last = |result: (Outcome, Option<redolog::Lsn>)| result.1;
-    Ok(match workload {
+    let c = |random: &mut Random| [b'a' + random.below(26) as u8; C_BYTES];
+    match workload {
         WorkloadArg::OltpInsert => {
             *next_insert += 1;
-            last(table.insert(store, &random.row(*next_insert, options.table_size))?)
+            vec![Statement::Insert { table, row: random.row(*next_insert, options.table_size) }]
         }
-        WorkloadArg::OltpUpdateIndex => last(table.increment_k(store, id)?),
-        WorkloadArg::OltpUpdateNonIndex => {
-            let c = [b'a' + random.below(26) as u8; C_BYTES];
-            last(table.update_c(store, id, &c)?)
+        WorkloadArg::OltpUpdateIndex => vec![Statement::IncrementK { table, id }],
+        WorkloadArg::OltpUpdateNonIndex => vec![Statement::UpdateC { table, id, c: c(random) }],
+        _ => vec![
+            Statement::IncrementK { table, id: random.below(options.table_size) },
+            Statement::UpdateC { table, id: random.below(options.table_size), c: c(random) },
+            Statement::Delete { table, id },
+            Statement::Insert { table, row: random.row(id, options.table_size) },
+        ],
+    }
+}
+
+/// A system the workloads run on: the page store, or a peer that stores
+/// the same rows with the same durability.
+pub trait OltpSystem: Sync {
+    /// Its name in the tables.
+    fn name(&self) -> &'static str;
+    /// sysbench's `prepare`: every table filled with `--table-size` rows.
+    fn prepare(&mut self, options: &BenchOptions) -> Result<(), BoxError>;
+    /// Runs one transaction's statements and its commit wait
+    /// (`flush_log_at_trx_commit`).
+    fn run(&self, statements: &[Statement], flush_log_at_trx_commit: u8) -> Result<(), BoxError>;
+    /// The engine's counters, for the page store.
+    fn engine_stats(&self) -> Option<EngineStats> {
+        None
+    }
+}
+
+/// The page store as an [`OltpSystem`].
+pub struct PageStoreSystem(PageStore);
+
+impl OltpSystem for PageStoreSystem {
+    fn name(&self) -> &'static str {
+        "pagestore"
+    }
+
+    fn prepare(&mut self, options: &BenchOptions) -> Result<(), BoxError> {
+        prepare(&mut self.0, options)
+    }
+
+    fn run(&self, statements: &[Statement], flush_log_at_trx_commit: u8) -> Result<(), BoxError> {
+        let store = &self.0;
+        let mut end = None;
+        for statement in statements {
+            let (_, last): (Outcome, _) = match statement {
+                Statement::Insert { table, row } => store.table(*table).insert(store, row)?,
+                Statement::UpdateC { table, id, c } => store.table(*table).update_c(store, *id, c)?,
+                Statement::IncrementK { table, id } => store.table(*table).increment_k(store, *id)?,
+                Statement::Delete { table, id } => store.table(*table).delete(store, *id)?,
+            };
+            end = last.or(end);
         }
-        _ => {
-            let mut end = last(table.increment_k(store, random.below(options.table_size))?);
-            let c = [b'a' + random.below(26) as u8; C_BYTES];
-            end = last(table.update_c(store, random.below(options.table_size), &c)?).or(end);
-            end = last(table.delete(store, id)?).or(end);
-            last(table.insert(store, &random.row(id, options.table_size))?).or(end)
-        }
-    })
+        Ok(store.commit_wait(end, flush_log_at_trx_commit)?)
+    }
+
+    fn engine_stats(&self) -> Option<EngineStats> {
+        Some(self.0.stats())
+    }
 }
 
 /// Runs `threads` clients for `--time` seconds; prints interval lines and
 /// the summary.
-fn run_point(store: &PageStore, workload: WorkloadArg, threads: usize, options: &BenchOptions) -> Result<(), BoxError> {
+fn run_point(
+    system: &dyn OltpSystem,
+    workload: WorkloadArg,
+    threads: usize,
+    options: &BenchOptions,
+) -> Result<f64, BoxError> {
     let clients: Vec<Mutex<Client>> = (0..threads)
         .map(|_| Mutex::new(Client { transactions: 0, interval: new_histogram(), total: new_histogram() }))
         .collect();
     let stop = AtomicBool::new(false);
     let failed = AtomicU64::new(0);
-    let before = store.stats();
+    let before = system.engine_stats();
     let started = Instant::now();
     std::thread::scope(|scope| {
         for (number, client) in clients.iter().enumerate() {
@@ -147,8 +210,8 @@ fn run_point(store: &PageStore, workload: WorkloadArg, threads: usize, options: 
                 let mut next_insert = options.table_size + ((number as u64) << 40);
                 while !stop.load(Ordering::Relaxed) {
                     let begun = Instant::now();
-                    let done = transaction(store, workload, &mut random, options, &mut next_insert)
-                        .and_then(|end| store.commit_wait(end, options.flush_log_at_trx_commit));
+                    let statements = transaction(workload, &mut random, options, &mut next_insert);
+                    let done = system.run(&statements, options.flush_log_at_trx_commit);
                     if done.is_err() {
                         failed.fetch_add(1, Ordering::Relaxed);
                         continue;
@@ -164,8 +227,7 @@ fn run_point(store: &PageStore, workload: WorkloadArg, threads: usize, options: 
         report(&clients, threads, options, started);
         stop.store(true, Ordering::Relaxed);
     });
-    summary(store, &before, &clients, started.elapsed(), failed.load(Ordering::Relaxed));
-    Ok(())
+    Ok(summary(system, before.as_ref(), &clients, started.elapsed(), failed.load(Ordering::Relaxed)))
 }
 
 /// sysbench's interval lines, until `--time` is over.
@@ -200,7 +262,13 @@ fn report(clients: &[Mutex<Client>], threads: usize, options: &BenchOptions, sta
 
 /// sysbench's summary, and the engine's counters over this point (the
 /// longest wait: since the store opened).
-fn summary(store: &PageStore, before: &EngineStats, clients: &[Mutex<Client>], elapsed: Duration, failed: u64) {
+fn summary(
+    system: &dyn OltpSystem,
+    before: Option<&EngineStats>,
+    clients: &[Mutex<Client>],
+    elapsed: Duration,
+    failed: u64,
+) -> f64 {
     let mut latency = new_histogram();
     let mut transactions = 0;
     for client in clients {
@@ -209,7 +277,7 @@ fn summary(store: &PageStore, before: &EngineStats, clients: &[Mutex<Client>], e
         let _ = latency.add(&client.total);
     }
     let ms = |micros: u64| micros as f64 / 1000.0;
-    println!("SQL statistics:");
+    println!("{}: SQL statistics:", system.name());
     println!(
         "    transactions:                        {transactions} ({:.2} per sec.)",
         transactions as f64 / elapsed.as_secs_f64()
@@ -220,7 +288,8 @@ fn summary(store: &PageStore, before: &EngineStats, clients: &[Mutex<Client>], e
     println!("         avg:                            {:.2}", latency.mean() / 1000.0);
     println!("         max:                            {:.2}", ms(latency.max()));
     println!("         95th percentile:                {:.2}", ms(latency.value_at_quantile(0.95)));
-    let stats = store.stats();
+    let tps = transactions as f64 / elapsed.as_secs_f64();
+    let (Some(stats), Some(before)) = (system.engine_stats(), before) else { return tps };
     println!(
         "engine: free check waits {} ({:.2} ms total, {:.2} ms max), pages flushed {}, checkpoints {}, checkpoint age {} KiB",
         stats.free_check_waits - before.free_check_waits,
@@ -230,28 +299,59 @@ fn summary(store: &PageStore, before: &EngineStats, clients: &[Mutex<Client>], e
         stats.checkpoints - before.checkpoints,
         stats.checkpoint_age >> 10
     );
+    tps
 }
 
-/// Runs an `oltp_*` workload at each `--threads` count.
+/// The systems of this build: the page store, and with `--features peers`
+/// RocksDB, each in its own directory under `workdir`.
+fn systems(workdir: &Path, options: &BenchOptions) -> Result<Vec<Box<dyn OltpSystem>>, BoxError> {
+    let (store, _) = PageStore::open(workdir.join("pagestore"), store_options(options))?;
+    #[allow(unused_mut)] // with --features peers
+    let mut systems: Vec<Box<dyn OltpSystem>> = vec![Box::new(PageStoreSystem(store))];
+    #[cfg(feature = "peers")]
+    systems.push(Box::new(super::oltp_rocksdb::RocksDbOltp::open(&workdir.join("rocksdb"), options.tables)?));
+    Ok(systems)
+}
+
+/// Runs an `oltp_*` workload at each `--threads` count on every system, the
+/// systems' order alternating from one count to the next; prints sysbench's
+/// lines per point and a table of transactions per second at the end.
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
     if let Some(flag) = super::log_only_flag(options) {
         return Err(format!("{flag} does not apply to --workload {}", options.workload.name()).into());
     }
     let workdir = options.device.work_dir(options.dir.as_deref(), "redolog-bench-oltp-")?;
     println!(
-        "redolog bench --workload {}: the page store on device {}, {} buffer pool instance(s) of {} MiB in all, \
-         flush_log_at_trx_commit={}",
+        "redolog bench --workload {}: device {}, {} tables of {} rows, page store: {} buffer pool instance(s) of \
+         {} MiB in all, flush_log_at_trx_commit={}",
         options.workload.name(),
         options.device,
+        options.tables,
+        options.table_size,
         options.buffer_pool_instances,
         options.buffer_pool_bytes >> 20,
         options.flush_log_at_trx_commit
     );
-    let (mut store, _) = PageStore::open(workdir.path(), store_options(options))?;
-    prepare(&mut store, options)?;
-    for &threads in &options.threads {
-        println!("\nthreads: {threads}");
-        run_point(&store, options.workload, threads, options)?;
+    let mut systems = systems(workdir.path(), options)?;
+    for system in &mut systems {
+        let started = Instant::now();
+        system.prepare(options)?;
+        println!("{}: prepared in {:.1} s", system.name(), started.elapsed().as_secs_f64());
+    }
+    let mut results: Vec<(usize, &'static str, f64)> = Vec::new();
+    for (point, &threads) in options.threads.iter().enumerate() {
+        let mut order: Vec<&dyn OltpSystem> = systems.iter().map(|system| &**system).collect();
+        if point % 2 == 1 {
+            order.reverse();
+        }
+        for system in order {
+            println!("\n{} threads: {threads}", system.name());
+            results.push((threads, system.name(), run_point(system, options.workload, threads, options)?));
+        }
+    }
+    println!("\n{:<10} {:>8} {:>12}", "system", "threads", "tps");
+    for (threads, name, tps) in results {
+        println!("{name:<10} {threads:>8} {tps:>12.0}");
     }
     Ok(())
 }
