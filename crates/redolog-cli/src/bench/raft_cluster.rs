@@ -22,7 +22,7 @@ use openraft::BasicNode;
 use redolog_raft::in_process::{Machine, Node, Router};
 
 use super::machine::process_cpu_time;
-use super::raft_store::RaftTypes;
+use super::raft_store::{stores, RaftTypes};
 use super::report::median;
 use super::runner::new_histogram;
 use super::{sync_hook, BenchOptions, BoxError};
@@ -38,15 +38,6 @@ struct Point {
     latency_us: Histogram<u64>,
     cpu: Duration,
     fsyncs: u64,
-}
-
-/// The stores of this build, by name.
-fn stores() -> Vec<&'static str> {
-    let mut names = vec!["redolog-raft"];
-    if cfg!(feature = "peers") {
-        names.extend(["rocksdb-raft", "raft-log", "raft-log-nowait"]);
-    }
-    names
 }
 
 /// openraft's timing for a loaded 2-core machine: heartbeats every 100 ms and

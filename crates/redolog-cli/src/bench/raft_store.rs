@@ -127,8 +127,8 @@ async fn drive<S: RaftLogStorage<RaftTypes> + Clone>(
     })
 }
 
-/// The stores of this build, by name.
-fn stores() -> Vec<&'static str> {
+/// The stores of this build, by name (the cluster benchmark's too).
+pub(super) fn stores() -> Vec<&'static str> {
     let mut names = vec!["redolog-raft"];
     if cfg!(feature = "peers") {
         names.extend(["rocksdb-raft", "raft-log", "raft-log-nowait"]);
