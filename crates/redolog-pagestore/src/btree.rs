@@ -240,7 +240,7 @@ impl BTree {
             let child = self.raise_root(mtr)?;
             return self.insert_at(mtr, &[no, child], record);
         }
-        let (right, separator) = self.split(mtr, no)?;
+        let (right, separator) = self.split(mtr, no, &record[..key_bytes])?;
         let mut pointer = separator.clone();
         pointer.extend_from_slice(&right.to_le_bytes());
         self.insert_at(mtr, &path[..path.len() - 1], pointer)?;
@@ -248,21 +248,28 @@ impl BTree {
         self.insert_at(mtr, &[target], record)
     }
 
-    /// Moves the upper half of full page `left` to a new right sibling;
-    /// returns it and its first key (the separator for the parent).
-    fn split(&self, mtr: &mut Mtr<'_>, left: PageNo) -> Result<(PageNo, Vec<u8>)> {
+    /// Gives full page `left` a new right sibling for the insert of `key`;
+    /// returns it and its first key (the separator for the parent). An
+    /// insert past the page's last key moves nothing: the new page starts
+    /// with it (InnoDB's split at the insert point for ascending inserts,
+    /// which keeps appended pages full and the split's redo small).
+    /// Otherwise the upper half moves.
+    fn split(&self, mtr: &mut Mtr<'_>, left: PageNo, key: &[u8]) -> Result<(PageNo, Vec<u8>)> {
         let right = allocate(mtr)?;
         mtr.latch(right)?;
         let page = mtr.page(left).ok_or_else(|| Error::Change { page: left, reason: "not latched".into() })?;
         let (kind, level, next) = (page.kind().unwrap_or(PageKind::Leaf), page.level(), page.next());
         let (key_bytes, value_bytes, count) = (page.key_bytes(), page.value_bytes(), page.count());
-        let moved: Vec<Vec<u8>> = (count / 2..count).map(|slot| page.record(slot).to_vec()).collect();
-        let separator = moved[0][..key_bytes].to_vec();
+        let keep = if page.search(key) == Err(count) { count } else { count / 2 };
+        let moved: Vec<Vec<u8>> = (keep..count).map(|slot| page.record(slot).to_vec()).collect();
+        let separator = moved.first().map_or_else(|| key.to_vec(), |first| first[..key_bytes].to_vec());
         mtr.apply(Self::init(right, kind, level, key_bytes, value_bytes, next, self.tree))?;
         for (slot, record) in moved.into_iter().enumerate() {
             mtr.apply(Redo::Insert { page: right, slot: slot as u16, record })?;
         }
-        mtr.apply(Redo::Truncate { page: left, keep: (count / 2) as u16 })?;
+        if keep < count {
+            mtr.apply(Redo::Truncate { page: left, keep: keep as u16 })?;
+        }
         mtr.apply(Redo::Write { page: left, offset: NEXT_OFFSET as u16, bytes: right.to_le_bytes().to_vec() })?;
         Ok((right, separator))
     }

@@ -176,3 +176,54 @@ fn threads_inserting_at_once_lose_nothing_through_splits() {
     let root = store.pool.get(store.tree.root()).expect("root");
     assert!(root.latch().read().page.level() >= 2);
 }
+
+/// Ascending inserts split at the insert point, as InnoDB's do: every leaf
+/// but the last is left full (a split in the middle would leave them half
+/// full), and the log still rebuilds the tree.
+#[test]
+fn ascending_inserts_leave_full_leaves_and_replay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = create(dir.path());
+    for id in 0..300 {
+        assert_eq!(insert(&store, id, 3), Outcome::Done);
+    }
+    // Down the leftmost edge to the first leaf, then along the leaves.
+    let mut no = store.tree.root();
+    loop {
+        let frame = store.pool.get(no).expect("page");
+        let data = frame.latch().read();
+        if data.page.level() == 0 {
+            break;
+        }
+        let pointer = &data.page.record(0)[KEY_BYTES..];
+        no = u32::from_le_bytes(pointer.try_into().expect("child pointer"));
+    }
+    let mut leaves = Vec::new();
+    let mut next = Some(no);
+    while let Some(leaf) = next {
+        let frame = store.pool.get(leaf).expect("leaf");
+        let data = frame.latch().read();
+        leaves.push((data.page.count(), data.page.capacity()));
+        next = data.page.next();
+    }
+    let (last, full) = leaves.split_last().expect("a leaf");
+    assert!(full.iter().all(|(count, capacity)| count == capacity), "{leaves:?}");
+    assert_eq!(leaves.iter().map(|(count, _)| count).sum::<usize>(), 300);
+    assert!(last.0 >= 1);
+
+    let root = store.tree.root();
+    store.log.wait(store.log.end_lsn(), Durability::Synced).expect("durable");
+    store.log.simulate_crash();
+    let (_, recovery) = Log::open(dir.path().join("log"), config()).expect("reopen");
+    let data = DataFile::open(dir.path(), &FsStorage).expect("data file");
+    replay(recovery, &data).expect("replay");
+    let pool = BufferPool::new(Arc::new(data), 2, 4096);
+    let tree = BTree::open(1, root, KEY_BYTES, VALUE_BYTES);
+    let ids: Vec<u64> = tree
+        .scan(&pool)
+        .expect("scan after replay")
+        .iter()
+        .map(|record| u64::from_be_bytes(record[..8].try_into().expect("8 bytes")))
+        .collect();
+    assert_eq!(ids, (0..300).collect::<Vec<_>>());
+}
