@@ -92,8 +92,11 @@ impl<'a> Mtr<'a> {
                 self.pool.note_modification(&latched.frame, &mut latched.guard, start);
             }
         }
-        self.latched.clear();
+        // Close before the latches go, as InnoDB's mtr commit does: the
+        // group holds the closed window only while its pages join the flush
+        // lists, not while the latch waiters are woken.
         group.close();
+        self.latched.clear();
         Ok(Some(end))
     }
 }
