@@ -23,6 +23,27 @@ const TICK: Duration = Duration::from_millis(100);
 /// Pages one flush batch writes at most (the doublewrite file's size).
 const BATCH_PAGES: usize = crate::datafile::DOUBLEWRITE_PAGES;
 
+/// How the log free check behaves. [`Coordinator`](Self::Coordinator) is the
+/// engine's; the other exists only so that `redolog bench --scenario
+/// seed-convoy` can show MySQL bug #68555's convoy next to its absence.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FreeCheck {
+    /// One coordinator flushes when the checkpoint age passes the free-check
+    /// mark; the threads that must wait sleep on an event; the others pay
+    /// two atomic loads.
+    #[default]
+    Coordinator,
+    /// Benchmark only: MySQL 5.6.10's `log_checkpoint_margin`. A global
+    /// `check_flush_or_checkpoint` flag, set when the age passes seven
+    /// eighths of the mark, sends every statement into the slow path; each
+    /// thread there checkpoints, and past the mark flushes every instance
+    /// that has no batch running up to its target and waits for every
+    /// instance's batch to end; a thread that found a batch running sets the
+    /// flag again (the line the bug is about) and loops.
+    #[doc(hidden)]
+    Mysql5610GlobalFlag,
+}
+
 /// The wait triad of the free check, and what the background did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineStats {
@@ -36,6 +57,10 @@ pub struct EngineStats {
     pub pages_flushed: u64,
     /// Checkpoints taken.
     pub checkpoints: u64,
+    /// Statements that took the free check's slow path
+    /// ([`FreeCheck::Mysql5610GlobalFlag`] only; the coordinator's slow path
+    /// is its waits).
+    pub free_check_slow_paths: u64,
     /// The checkpoint age now: end LSN minus the last checkpoint, bytes.
     pub checkpoint_age: u64,
 }
@@ -65,10 +90,24 @@ pub(crate) struct Engine {
     space: Mutex<bool>,
     space_freed: Condvar,
     stats: Mutex<EngineStats>,
+    /// [`FreeCheck::Mysql5610GlobalFlag`]: the flag, and which instances
+    /// have a flush batch running (`buf_flush_start` / `buf_flush_end`).
+    mode: FreeCheck,
+    check_flush_or_checkpoint: AtomicBool,
+    batches: Mutex<Vec<bool>>,
+    batch_ended: Condvar,
 }
 
 impl Engine {
-    pub(crate) fn new(log: Log, pool: BufferPool, checkpoint: Lsn, capacity: u64, io_capacity: u64) -> Engine {
+    pub(crate) fn new(
+        log: Log,
+        pool: BufferPool,
+        checkpoint: Lsn,
+        capacity: u64,
+        io_capacity: u64,
+        mode: FreeCheck,
+    ) -> Engine {
+        let instances = pool.instances();
         Engine {
             log,
             pool,
@@ -82,6 +121,10 @@ impl Engine {
             space: Mutex::new(false),
             space_freed: Condvar::new(),
             stats: Mutex::new(EngineStats::default()),
+            mode,
+            check_flush_or_checkpoint: AtomicBool::new(false),
+            batches: Mutex::new(vec![false; instances]),
+            batch_ended: Condvar::new(),
         }
     }
 
@@ -127,6 +170,9 @@ impl Engine {
     /// oldest pages of every instance and checkpoints until the age is half
     /// the log; the others sleep on an event until it is done.
     pub fn free_check(&self) -> Result<()> {
+        if self.mode == FreeCheck::Mysql5610GlobalFlag {
+            return self.free_check_5610();
+        }
         if self.age() <= self.free_check_age {
             return Ok(());
         }
@@ -149,12 +195,106 @@ impl Engine {
             flushed?;
         }
         drop(coordinating);
+        self.record_wait(started);
+        Ok(())
+    }
+
+    /// Flushes every page dirty now, oldest first, then checkpoints.
+    pub(crate) fn flush_all(&self) -> Result<()> {
+        let end = self.log.end_lsn();
+        loop {
+            let pages = self.pool.oldest_dirty_below(0, 1, BATCH_PAGES, end);
+            if pages.is_empty() {
+                break;
+            }
+            self.pool.flush_pages(&self.log, &pages)?;
+        }
+        self.checkpoint()
+    }
+
+    /// Adds one wait to the free check's triad.
+    fn record_wait(&self, started: Instant) {
         let waited = started.elapsed().as_micros() as u64;
         let mut stats = self.stats.lock();
         stats.free_check_waits += 1;
         stats.free_check_wait_us += waited;
         stats.free_check_wait_us_max = stats.free_check_wait_us_max.max(waited);
+    }
+
+    /// [`FreeCheck::Mysql5610GlobalFlag`]: MySQL 5.6.10's `log_free_check`
+    /// and `log_checkpoint_margin`, for the benchmark that shows bug
+    /// #68555's convoy.
+    fn free_check_5610(&self) -> Result<()> {
+        let sync_age = self.free_check_age;
+        let async_age = sync_age / 8 * 7;
+        // `log_close`'s part: past the async mark, every thread must look.
+        if self.age() > async_age {
+            self.check_flush_or_checkpoint.store(true, Ordering::Relaxed);
+        }
+        if !self.check_flush_or_checkpoint.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let started = Instant::now();
+        self.stats.lock().free_check_slow_paths += 1;
+        let mut waited = false;
+        loop {
+            self.check_flush_or_checkpoint.store(false, Ordering::Relaxed);
+            let age = self.age();
+            if age > async_age {
+                self.checkpoint()?;
+            }
+            if age <= sync_age {
+                break;
+            }
+            waited = true;
+            // `log_preflush_pool_modified_pages`: every instance up to the
+            // target, but an instance whose batch is running is skipped
+            // and the call fails.
+            let target = Lsn::from_u64(self.checkpoint.load(Ordering::Acquire) + (age - sync_age));
+            let mut success = true;
+            for instance in 0..self.pool.instances() {
+                if !self.start_batch(instance) {
+                    success = false;
+                    continue;
+                }
+                let pages = self.pool.oldest_dirty_below(instance, self.pool.instances(), BATCH_PAGES, target);
+                let flushed = self.pool.flush_pages(&self.log, &pages);
+                self.end_batch(instance);
+                self.stats.lock().pages_flushed += *flushed.as_ref().unwrap_or(&0) as u64;
+                flushed?;
+            }
+            // `buf_flush_wait_batch_end(NULL, BUF_FLUSH_LIST)`.
+            let mut batches = self.batches.lock();
+            while batches.iter().any(|running| *running) {
+                self.batch_ended.wait(&mut batches);
+            }
+            drop(batches);
+            self.checkpoint()?;
+            if !success {
+                // The line MySQL bug #68555 is about: every other thread's
+                // next statement now takes this path too.
+                self.check_flush_or_checkpoint.store(true, Ordering::Relaxed);
+            }
+            if self.pool.dirty_pages() == 0 {
+                break;
+            }
+        }
+        if waited {
+            self.record_wait(started);
+        }
         Ok(())
+    }
+
+    /// `buf_flush_start`: false if `instance` has a batch running.
+    fn start_batch(&self, instance: usize) -> bool {
+        let mut batches = self.batches.lock();
+        !std::mem::replace(&mut batches[instance], true)
+    }
+
+    /// `buf_flush_end`.
+    fn end_batch(&self, instance: usize) {
+        self.batches.lock()[instance] = false;
+        self.batch_ended.notify_all();
     }
 
     /// The coordinator's work: flush oldest-first and checkpoint until the
@@ -195,10 +335,29 @@ pub(crate) struct Background {
 
 impl Background {
     /// Starts one page cleaner per instance (InnoDB's
-    /// `innodb_page_cleaners` default) and the checkpointer.
+    /// `innodb_page_cleaners` default; one for all with
+    /// [`FreeCheck::Mysql5610GlobalFlag`], as 5.6 had) and the checkpointer.
     pub(crate) fn start(engine: &Arc<Engine>) -> std::io::Result<Background> {
-        let cleaners = engine.pool.instances();
+        let instances = engine.pool.instances();
         let mut threads = Vec::new();
+        if engine.mode == FreeCheck::Mysql5610GlobalFlag {
+            // MySQL 5.6's one page cleaner, which flushes the instances in
+            // turn: each instance's batch is one the 5.6.10 free check finds
+            // running.
+            let engine = engine.clone();
+            threads.push(std::thread::Builder::new().name("page-cleaner".into()).spawn(move || {
+                while engine.wait_tick() {
+                    let count = engine.pages_per_tick(instances).min(BATCH_PAGES);
+                    for instance in 0..instances {
+                        if engine.start_batch(instance) {
+                            let _ = engine.flush_oldest(instance, instances, count);
+                            engine.end_batch(instance);
+                        }
+                    }
+                }
+            })?);
+        }
+        let cleaners = if engine.mode == FreeCheck::Mysql5610GlobalFlag { 0 } else { instances };
         for cleaner in 0..cleaners {
             let engine = engine.clone();
             threads.push(std::thread::Builder::new().name(format!("page-cleaner-{cleaner}")).spawn(move || {

@@ -197,12 +197,21 @@ impl BufferPool {
     /// Up to `count` of the oldest dirty pages of the instances `first`,
     /// `first + step`, … (a page cleaner's share), oldest first.
     pub fn oldest_dirty(&self, first: usize, step: usize, count: usize) -> Vec<PageNo> {
+        self.oldest_dirty_below(first, step, count, Lsn::from_u64(u64::MAX))
+    }
+
+    /// [`oldest_dirty`](Self::oldest_dirty), only pages whose oldest
+    /// modification is below `limit`.
+    pub fn oldest_dirty_below(&self, first: usize, step: usize, count: usize, limit: Lsn) -> Vec<PageNo> {
         let mut oldest: Vec<(Lsn, PageNo)> = self
             .instances
             .iter()
             .skip(first)
             .step_by(step.max(1))
-            .flat_map(|instance| instance.state.lock().flush_list.iter().take(count).copied().collect::<Vec<_>>())
+            .flat_map(|instance| {
+                let state = instance.state.lock();
+                state.flush_list.iter().take(count).take_while(|(lsn, _)| *lsn < limit).copied().collect::<Vec<_>>()
+            })
             .collect();
         oldest.sort_unstable();
         oldest.into_iter().take(count).map(|(_, no)| no).collect()

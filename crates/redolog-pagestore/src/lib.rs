@@ -40,7 +40,7 @@ mod redo;
 mod store;
 mod table;
 
-pub use background::EngineStats;
+pub use background::{EngineStats, FreeCheck};
 pub use btree::{allocate, format_meta, BTree, Outcome, META_PAGE};
 pub use buffer_pool::{BufferPool, Frame, FrameData};
 pub use datafile::{DataFile, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, DOUBLEWRITE_PAGES};
