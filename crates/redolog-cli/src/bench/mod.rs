@@ -11,6 +11,8 @@ mod oltp;
 #[cfg(feature = "peers")]
 mod oltp_rocksdb;
 #[cfg(feature = "peers")]
+mod oltp_sqlite;
+#[cfg(feature = "peers")]
 mod peers;
 mod plot;
 mod quota;
@@ -254,6 +256,9 @@ impl Contender {
 
 /// Runs the benchmark its `--workload` names and prints the table.
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
+    if let Some(engine) = options.scenario.and_then(|scenario| scenario.engine(options.workload)) {
+        return engine(options);
+    }
     match options.workload {
         WorkloadArg::Raft => raft_cluster::run(options),
         WorkloadArg::OltpInsert

@@ -14,7 +14,10 @@ use redolog::{Config, Pipeline};
 use super::registry::SystemKind;
 use super::report::{median, paired_ratio, Measurement};
 use super::systems::{BoxError, MtrSystem, RedologSystem};
-use super::{BenchOptions, Contender, DurabilityArg};
+use super::{BenchOptions, Contender, DurabilityArg, WorkloadArg};
+
+/// A scenario's experiment on the page store.
+pub type EngineRun = fn(&BenchOptions) -> Result<(), BoxError>;
 
 /// One row of the scenario table. A new experiment is one row (and, if it
 /// needs them, its redolog variants and story line).
@@ -36,6 +39,10 @@ pub struct ScenarioRow {
     reference: &'static str,
     /// Our figures that tell the story, for one system at one thread count.
     story: fn(&Stats<'_>) -> String,
+    /// The experiment on the page store (docs/PAGESTORE.md), run instead of
+    /// the log's when `--workload` is an `oltp_*` one, or always when the
+    /// row has no log experiment (no `systems`).
+    engine: Option<EngineRun>,
 }
 
 /// A redolog configured for one scenario.
@@ -54,7 +61,8 @@ pub const SCENARIOS: &[ScenarioRow] = &[
         report: "MySQL bug #95390: 8.0.16's log_closer, woken only by its timeout while user threads waited for \
                  recent_closed space, halved throughput (25k TPS; 49k once woken)",
         about: "the smallest ring and link buffer, and mini-transactions under the bug's 16 KiB recent_closed \
-                window, 64 threads: waits for space must be woken, not polled",
+                window, 64 threads: waits for space must be woken, not polled; with --workload oltp_insert, the \
+                bug's sysbench run on the page store, 16 KiB closed window against the default",
         threads: &[64],
         durability: DurabilityArg::Synced,
         cpu_quota: None,
@@ -92,6 +100,7 @@ pub const SCENARIOS: &[ScenarioRow] = &[
                 stats.sum(&lost.each_ref().map(String::as_str)),
             )
         },
+        engine: Some(super::oltp::seed_wakeup),
     },
     ScenarioRow {
         name: "seed-cpu-quota",
@@ -110,6 +119,7 @@ pub const SCENARIOS: &[ScenarioRow] = &[
                 stats.spin_pct, stats.cpu_us_per_commit, stats.pipeline
             )
         },
+        engine: None,
     },
     ScenarioRow {
         name: "seed-few-cores",
@@ -139,6 +149,7 @@ pub const SCENARIOS: &[ScenarioRow] = &[
                 stats.cpu_us_per_commit, stats.records_per_fsync, stats.pipeline
             )
         },
+        engine: None,
     },
     ScenarioRow {
         name: "seed-double-buffer",
@@ -159,6 +170,22 @@ pub const SCENARIOS: &[ScenarioRow] = &[
                 stats.per_commit(&["log_on_write_waits"]),
             )
         },
+        engine: None,
+    },
+    ScenarioRow {
+        name: "seed-convoy",
+        report: "MySQL bug #68555: 5.6.10's global check_flush_or_checkpoint flag dragged every thread into \
+                 log_checkpoint_margin; 8 buffer pool instances instead of 1 cut 62k updates/s to 31-39k",
+        about: "the page store: update by primary key, tables in memory, small --io-capacity, 1 against 8 buffer \
+                pool instances at 8 to 256 clients, with the engine's free check and with a copy of 5.6.10's flag",
+        threads: &[],
+        durability: DurabilityArg::Synced,
+        cpu_quota: None,
+        systems: &[],
+        variants: Vec::new,
+        reference: "",
+        story: |_| String::new(),
+        engine: Some(super::oltp::seed_convoy),
     },
 ];
 
@@ -187,6 +214,13 @@ impl Scenario {
 
     pub fn name(self) -> &'static str {
         self.0.name
+    }
+
+    /// The page-store experiment to run for `workload`, if this scenario
+    /// runs on the page store.
+    pub fn engine(self, workload: WorkloadArg) -> Option<EngineRun> {
+        let on_engine = workload != WorkloadArg::Log || self.0.systems.is_empty();
+        self.0.engine.filter(|_| on_engine)
     }
 
     /// The public report's figure.
@@ -322,7 +356,8 @@ mod tests {
             ("seed-few-cores", vec![128], DurabilityArg::Synced, None),
             ("seed-double-buffer", vec![16, 64, 256], DurabilityArg::Written, None),
         ];
-        assert_eq!(SCENARIOS.len(), expect.len(), "every scenario is checked");
+        let log_rows = SCENARIOS.iter().filter(|row| !row.systems.is_empty()).count();
+        assert_eq!(log_rows, expect.len(), "every scenario on the log is checked");
         for (name, threads, durability, quota) in expect {
             let scenario = Scenario::named(name).expect("a row of the table");
             let options = scenario.options(&base);
@@ -337,6 +372,19 @@ mod tests {
             for system in scenario.0.systems.iter().chain([&scenario.0.reference]) {
                 assert!(SystemKind::named(system).is_some() || system.starts_with("redolog"), "{name}: {system}");
             }
+        }
+    }
+
+    /// The page-store experiments run where they belong: seed-convoy always
+    /// (it has no log form), seed-wakeup with an `oltp_*` workload only.
+    #[test]
+    fn engine_scenarios_run_on_the_page_store() {
+        let named = |name| Scenario::named(name).expect("a row of the table");
+        assert!(named("seed-convoy").engine(WorkloadArg::Log).is_some());
+        assert!(named("seed-wakeup").engine(WorkloadArg::Log).is_none());
+        assert!(named("seed-wakeup").engine(WorkloadArg::OltpInsert).is_some());
+        for name in ["seed-cpu-quota", "seed-few-cores", "seed-double-buffer"] {
+            assert!(named(name).engine(WorkloadArg::OltpInsert).is_none(), "{name}");
         }
     }
 }
