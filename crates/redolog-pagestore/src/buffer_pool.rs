@@ -52,13 +52,17 @@ struct InstanceState {
     /// Frames by last use: `(tick, page)`.
     lru: BTreeSet<(u64, PageNo)>,
     tick: u64,
-    /// Dirty frames by oldest modification.
-    flush_list: BTreeSet<(Lsn, PageNo)>,
 }
 
 /// A buffer pool instance.
 struct Instance {
+    /// The page hash and LRU (InnoDB's buffer pool mutex and page hash
+    /// latch), taken by every page lookup.
     state: Mutex<InstanceState>,
+    /// Dirty frames by oldest modification, under its own mutex (InnoDB's
+    /// `flush_list_mutex`): a mini-transaction adds its pages here while it
+    /// holds the closed window, so it must not queue behind page lookups.
+    flush_list: Mutex<BTreeSet<(Lsn, PageNo)>>,
     frames_max: usize,
 }
 
@@ -80,8 +84,13 @@ impl BufferPool {
     pub fn new(data: Arc<DataFile>, instances: usize, frames: usize) -> BufferPool {
         let instances = instances.max(1);
         let frames_max = frames.div_ceil(instances).max(1);
-        let instances =
-            (0..instances).map(|_| Instance { state: Mutex::new(InstanceState::default()), frames_max }).collect();
+        let instances = (0..instances)
+            .map(|_| Instance {
+                state: Mutex::new(InstanceState::default()),
+                flush_list: Mutex::new(BTreeSet::new()),
+                frames_max,
+            })
+            .collect();
         BufferPool { instances, data }
     }
 
@@ -122,19 +131,19 @@ impl BufferPool {
     pub fn note_modification(&self, frame: &Frame, data: &mut FrameData, start: Lsn) {
         if data.oldest.is_none() {
             data.oldest = Some(start);
-            self.instance(frame.no).state.lock().flush_list.insert((start, frame.no));
+            self.instance(frame.no).flush_list.lock().insert((start, frame.no));
         }
     }
 
     /// The oldest modification over every instance's flush list, if any
     /// page is dirty.
     pub fn oldest_modification(&self) -> Option<Lsn> {
-        self.instances.iter().filter_map(|instance| instance.state.lock().flush_list.first().map(|(lsn, _)| *lsn)).min()
+        self.instances.iter().filter_map(|instance| instance.flush_list.lock().first().map(|(lsn, _)| *lsn)).min()
     }
 
     /// Dirty pages over every instance.
     pub fn dirty_pages(&self) -> usize {
-        self.instances.iter().map(|instance| instance.state.lock().flush_list.len()).sum()
+        self.instances.iter().map(|instance| instance.flush_list.lock().len()).sum()
     }
 
     /// Where a checkpoint may go (PS-4): below the oldest modification of
@@ -185,10 +194,10 @@ impl BufferPool {
             let Some(current) = data.oldest else { continue };
             let still = if data.page.lsn() == *copied { None } else { Some(current.max(*copied)) };
             data.oldest = still;
-            let mut state = self.instance(frame.no).state.lock();
-            state.flush_list.remove(&(current, frame.no));
+            let mut flush_list = self.instance(frame.no).flush_list.lock();
+            flush_list.remove(&(current, frame.no));
             if let Some(lsn) = still {
-                state.flush_list.insert((lsn, frame.no));
+                flush_list.insert((lsn, frame.no));
             }
         }
         Ok(frames.len())
@@ -209,8 +218,8 @@ impl BufferPool {
             .skip(first)
             .step_by(step.max(1))
             .flat_map(|instance| {
-                let state = instance.state.lock();
-                state.flush_list.iter().take(count).take_while(|(lsn, _)| *lsn < limit).copied().collect::<Vec<_>>()
+                let flush_list = instance.flush_list.lock();
+                flush_list.iter().take(count).take_while(|(lsn, _)| *lsn < limit).copied().collect::<Vec<_>>()
             })
             .collect();
         oldest.sort_unstable();
@@ -224,8 +233,7 @@ impl BufferPool {
 
     /// The pages on the flush lists, oldest modification first.
     pub fn flush_list(&self) -> Vec<(Lsn, PageNo)> {
-        let mut all: Vec<_> =
-            self.instances.iter().flat_map(|instance| instance.state.lock().flush_list.clone()).collect();
+        let mut all: Vec<_> = self.instances.iter().flat_map(|instance| instance.flush_list.lock().clone()).collect();
         all.sort_unstable();
         all
     }
