@@ -362,9 +362,16 @@ impl Background {
             let engine = engine.clone();
             threads.push(std::thread::Builder::new().name(format!("page-cleaner-{cleaner}")).spawn(move || {
                 while engine.wait_tick() {
-                    let count = engine.pages_per_tick(cleaners).min(BATCH_PAGES);
-                    // A failed write poisons the log; statements see it.
-                    let _ = engine.flush_oldest(cleaner, cleaners, count);
+                    // The tick's budget, in doublewrite-sized batches.
+                    let mut left = engine.pages_per_tick(cleaners);
+                    while left > 0 {
+                        match engine.flush_oldest(cleaner, cleaners, left.min(BATCH_PAGES)) {
+                            Ok(0) => break,
+                            Ok(flushed) => left = left.saturating_sub(flushed),
+                            // A failed write poisons the log; statements see it.
+                            Err(_) => break,
+                        }
+                    }
                 }
             })?);
         }
