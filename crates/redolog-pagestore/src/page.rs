@@ -28,8 +28,11 @@ const TREE_OFFSET: usize = NEXT_OFFSET + size_of::<u32>();
 pub const HEADER_BYTES: usize = TREE_OFFSET + size_of::<u32>();
 const _: () = assert!(HEADER_BYTES == 32);
 /// The first byte a `write` redo record may change: the checksum, the page
-/// LSN and the page number are the store's, never a record's.
-pub const WRITABLE_FROM: usize = KIND_OFFSET;
+/// LSN and the page number are the store's, never a record's; the kind,
+/// level, record sizes and count change only through `init`, `insert`,
+/// `delete` and `truncate`, which keep the records within the page (a
+/// `write` of the count could have made `record` read past the page's end).
+pub const WRITABLE_FROM: usize = NEXT_OFFSET;
 
 /// No right sibling.
 const NO_PAGE: u32 = u32::MAX;
