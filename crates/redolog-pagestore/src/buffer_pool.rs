@@ -70,6 +70,9 @@ struct Instance {
 pub struct BufferPool {
     instances: Vec<Instance>,
     data: Arc<DataFile>,
+    /// Pages that went from clean to dirty: each would be a full-page
+    /// image in a log that protected torn pages that way (§4.1).
+    dirtied: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for BufferPool {
@@ -91,7 +94,7 @@ impl BufferPool {
                 frames_max,
             })
             .collect();
-        BufferPool { instances, data }
+        BufferPool { instances, data, dirtied: std::sync::atomic::AtomicU64::new(0) }
     }
 
     fn instance(&self, no: PageNo) -> &Instance {
@@ -130,9 +133,19 @@ impl BufferPool {
     /// it joins its instance's flush list (PS-5).
     pub fn note_modification(&self, frame: &Frame, data: &mut FrameData, start: Lsn) {
         if data.oldest.is_none() {
+            self.dirtied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             data.oldest = Some(start);
             self.instance(frame.no).flush_list.lock().insert((start, frame.no));
         }
+    }
+
+    /// Pages that went from clean to dirty since the pool was made. Every
+    /// checkpoint lies at or below each dirty page's oldest modification,
+    /// so a page's first change after a checkpoint finds it clean: this
+    /// bounds the full-page images PostgreSQL-style torn-page protection
+    /// would log (docs/PAGESTORE.md §4.1).
+    pub fn pages_dirtied(&self) -> u64 {
+        self.dirtied.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The oldest modification over every instance's flush list, if any

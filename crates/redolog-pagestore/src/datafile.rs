@@ -27,6 +27,9 @@ pub struct DataFile {
     doublewrite: Arc<dyn StorageFile>,
     /// One batch at a time through the doublewrite file.
     doublewrite_lock: parking_lot::Mutex<()>,
+    /// Measurement only: pages written in place without the doublewrite
+    /// copy (`Options::unprotected_page_writes`).
+    unprotected: std::sync::atomic::AtomicBool,
 }
 
 /// Opens `dir/name`, creating it if it is not there (`open_file` with
@@ -58,7 +61,13 @@ impl DataFile {
         let file = open_or_create(storage, dir, DATA_FILE_NAME).map_err(io)?;
         let doublewrite = open_or_create(storage, dir, DOUBLEWRITE_FILE_NAME)
             .map_err(|source| Error::Io { path: dir.join(DOUBLEWRITE_FILE_NAME), source })?;
-        let data = DataFile { path, file, doublewrite, doublewrite_lock: parking_lot::Mutex::new(()) };
+        let data = DataFile {
+            path,
+            file,
+            doublewrite,
+            doublewrite_lock: parking_lot::Mutex::new(()),
+            unprotected: std::sync::atomic::AtomicBool::new(false),
+        };
         data.repair_torn()?;
         Ok(data)
     }
@@ -121,6 +130,12 @@ impl DataFile {
     /// made the log durable up to each page's LSN first (PS-1).
     pub fn write_pages(&self, pages: &mut [Page]) -> Result<()> {
         let dw_io = |source| Error::Io { path: self.path.with_file_name(DOUBLEWRITE_FILE_NAME), source };
+        if self.unprotected.load(std::sync::atomic::Ordering::Relaxed) {
+            for page in pages.iter_mut() {
+                self.write_one(page)?;
+            }
+            return self.sync();
+        }
         for batch in pages.chunks_mut(DOUBLEWRITE_PAGES) {
             let _one_batch = self.doublewrite_lock.lock();
             for page in batch.iter_mut() {
@@ -146,6 +161,14 @@ impl DataFile {
         page.seal();
         let offset = u64::from(page.page_no()) * PAGE_BYTES as u64;
         self.file.write_all_at(&[page.bytes()], offset).map_err(|error| self.io(error))
+    }
+
+    /// Measurement only (`Options::unprotected_page_writes`): from now on
+    /// [`write_pages`](Self::write_pages) writes in place, without the
+    /// doublewrite copy, so a power loss can tear a page for good.
+    #[doc(hidden)]
+    pub fn set_unprotected(&self, unprotected: bool) {
+        self.unprotected.store(unprotected, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Makes every page written so far durable.

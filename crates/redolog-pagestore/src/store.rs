@@ -44,6 +44,11 @@ pub struct Options {
     /// exists for `redolog bench --scenario seed-convoy` alone.
     #[doc(hidden)]
     pub free_check: FreeCheck,
+    /// Measurement only (`redolog bench --no-doublewrite`, docs/PAGESTORE.md
+    /// §4.1): pages written in place without the doublewrite copy, which a
+    /// power loss can tear for good. Never set it for data you keep.
+    #[doc(hidden)]
+    pub unprotected_page_writes: bool,
 }
 
 impl Default for Options {
@@ -54,6 +59,7 @@ impl Default for Options {
             io_capacity: 200,
             log: redolog::Config::default(),
             free_check: FreeCheck::default(),
+            unprotected_page_writes: false,
         }
     }
 }
@@ -94,6 +100,7 @@ impl PageStore {
         let (log, recovery) = Log::open_with_storage(&dir.join("log"), options.log.clone(), storage.clone())?;
         let data = DataFile::open(dir, &storage)?;
         let replayed = replay(recovery, &data)?;
+        data.set_unprotected(options.unprotected_page_writes);
         if replayed.groups > 0 {
             // The replayed pages are synced: nothing before the end needs
             // the log any more.

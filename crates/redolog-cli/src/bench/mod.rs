@@ -164,6 +164,12 @@ pub struct BenchOptions {
     /// `innodb_redo_log_capacity`, default 100 MiB).
     #[arg(long, default_value_t = 100 << 20)]
     pub log_capacity: u64,
+    /// With `--workload oltp_*`, measurement only: the page store writes
+    /// pages in place without the doublewrite file — unprotected from torn
+    /// pages — to measure what the doublewrite file costs
+    /// (docs/PAGESTORE.md §4.1).
+    #[arg(long)]
+    pub no_doublewrite: bool,
     /// Thread counts to sweep (with `async`: task counts; `--tasks` is an alias).
     #[arg(long, alias = "tasks", value_delimiter = ',', default_value = "1,4,16,64")]
     pub threads: Vec<usize>,
@@ -260,6 +266,9 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
         return engine(options);
     }
     match options.workload {
+        WorkloadArg::Log | WorkloadArg::Raft if options.no_doublewrite => {
+            Err("--no-doublewrite applies to --workload oltp_* only".into())
+        }
         WorkloadArg::Raft => raft_cluster::run(options),
         WorkloadArg::OltpInsert
         | WorkloadArg::OltpUpdateIndex
