@@ -22,6 +22,18 @@ use crate::Result;
 const TICK: Duration = Duration::from_millis(100);
 /// Pages one flush batch writes at most (the doublewrite file's size).
 const BATCH_PAGES: usize = crate::datafile::DOUBLEWRITE_PAGES;
+/// The nice value the page cleaners and the checkpointer ask for: above
+/// the statements' threads, as InnoDB raises its page cleaners'
+/// (`buf_flush_page_cleaner_priority`), or on a loaded machine they fall
+/// behind the redo rate and every statement meets the free check.
+const BACKGROUND_NICE: i32 = -10;
+
+/// Asks for [`BACKGROUND_NICE`] for the calling thread; false if refused
+/// (raising a priority needs `CAP_SYS_NICE`): the thread then runs at the
+/// priority it inherited.
+fn raise_priority() -> bool {
+    rustix::process::setpriority_process(Some(rustix::thread::gettid()), BACKGROUND_NICE).is_ok()
+}
 
 /// How the log free check behaves. [`Coordinator`](Self::Coordinator) is the
 /// engine's; the other exists only so that `redolog bench --scenario
@@ -57,6 +69,14 @@ pub struct EngineStats {
     pub pages_flushed: u64,
     /// Checkpoints taken.
     pub checkpoints: u64,
+    /// Pages that went from clean to dirty (each a full-page image, were
+    /// torn pages cured that way: docs/PAGESTORE.md §4.1).
+    pub pages_dirtied: u64,
+    /// The log's end LSN: bytes logged since it was created.
+    pub log_end: u64,
+    /// Whether the page cleaners and the checkpointer run at a raised
+    /// priority (nice -10; refused without `CAP_SYS_NICE`).
+    pub background_prioritized: bool,
     /// Statements that took the free check's slow path
     /// ([`FreeCheck::Mysql5610GlobalFlag`] only; the coordinator's slow path
     /// is its waits).
@@ -94,6 +114,8 @@ pub(crate) struct Engine {
     /// have a flush batch running (`buf_flush_start` / `buf_flush_end`).
     mode: FreeCheck,
     check_flush_or_checkpoint: AtomicBool,
+    /// Set when a background thread was refused its raised priority.
+    priority_refused: AtomicBool,
     batches: Mutex<Vec<bool>>,
     batch_ended: Condvar,
 }
@@ -123,6 +145,7 @@ impl Engine {
             stats: Mutex::new(EngineStats::default()),
             mode,
             check_flush_or_checkpoint: AtomicBool::new(false),
+            priority_refused: AtomicBool::new(false),
             batches: Mutex::new(vec![false; instances]),
             batch_ended: Condvar::new(),
         }
@@ -310,6 +333,52 @@ impl Engine {
         Ok(())
     }
 
+    /// [`raise_priority`] for a background thread, remembering a refusal.
+    fn raise_priority(&self) {
+        if !raise_priority() {
+            self.priority_refused.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The checkpoint age past which the cleaners flush without the
+    /// `io_capacity` budget (InnoDB's async mark): seven eighths of the
+    /// free-check age.
+    fn async_age(&self) -> u64 {
+        self.free_check_age / 8 * 7
+    }
+
+    /// One cleaner's tick over the instances `first`, `first + step`, …:
+    /// the tick's budget of oldest pages, in doublewrite-sized batches;
+    /// past the async mark, every page whose oldest modification keeps the
+    /// age above three quarters of that mark, checkpointing after each
+    /// batch — InnoDB's page cleaners' sync flush, which keeps statements
+    /// away from the free check while the device can keep up.
+    fn clean(&self, first: usize, step: usize) -> Result<()> {
+        let mut left = self.pages_per_tick(step);
+        loop {
+            let age = self.age();
+            if age > self.async_age() {
+                let end = self.log.end_lsn().as_u64();
+                let target = Lsn::from_u64(end.saturating_sub(self.async_age() / 4 * 3));
+                let pages = self.pool.oldest_dirty_below(first, step, BATCH_PAGES, target);
+                if pages.is_empty() {
+                    return Ok(());
+                }
+                let flushed = self.pool.flush_pages(&self.log, &pages)?;
+                self.stats.lock().pages_flushed += flushed as u64;
+                self.checkpoint()?;
+                continue;
+            }
+            if left == 0 {
+                return Ok(());
+            }
+            match self.flush_oldest(first, step, left.min(BATCH_PAGES))? {
+                0 => return Ok(()),
+                flushed => left = left.saturating_sub(flushed),
+            }
+        }
+    }
+
     /// Pages a cleaner writes per tick: `io_capacity` per second, rising to
     /// ten times that as the age goes from an eighth of the log to the
     /// free-check age, as (age fraction)^1.5 (InnoDB's adaptive flushing).
@@ -361,22 +430,18 @@ impl Background {
         for cleaner in 0..cleaners {
             let engine = engine.clone();
             threads.push(std::thread::Builder::new().name(format!("page-cleaner-{cleaner}")).spawn(move || {
+                engine.raise_priority();
                 while engine.wait_tick() {
-                    // The tick's budget, in doublewrite-sized batches.
-                    let mut left = engine.pages_per_tick(cleaners);
-                    while left > 0 {
-                        match engine.flush_oldest(cleaner, cleaners, left.min(BATCH_PAGES)) {
-                            Ok(0) => break,
-                            Ok(flushed) => left = left.saturating_sub(flushed),
-                            // A failed write poisons the log; statements see it.
-                            Err(_) => break,
-                        }
-                    }
+                    // A failed write poisons the log; statements see it.
+                    let _ = engine.clean(cleaner, cleaners);
                 }
             })?);
         }
         let checkpointer = engine.clone();
         threads.push(std::thread::Builder::new().name("checkpointer".into()).spawn(move || {
+            if checkpointer.mode == FreeCheck::Coordinator {
+                checkpointer.raise_priority();
+            }
             while checkpointer.wait_tick() {
                 let _ = checkpointer.checkpoint();
             }
@@ -385,7 +450,14 @@ impl Background {
     }
 
     pub(crate) fn stats(&self) -> EngineStats {
-        EngineStats { checkpoint_age: self.engine.age(), ..self.engine.stats.lock().clone() }
+        EngineStats {
+            checkpoint_age: self.engine.age(),
+            pages_dirtied: self.engine.pool.pages_dirtied(),
+            log_end: self.engine.log.end_lsn().as_u64(),
+            background_prioritized: self.engine.mode == FreeCheck::Coordinator
+                && !self.engine.priority_refused.load(Ordering::Relaxed),
+            ..self.engine.stats.lock().clone()
+        }
     }
 }
 

@@ -61,6 +61,7 @@ fn store_options(options: &BenchOptions) -> Options {
         buffer_pool_bytes: options.buffer_pool_bytes,
         io_capacity: options.io_capacity,
         log: redolog::Config { capacity_bytes: options.log_capacity, ..redolog::Config::default() },
+        unprotected_page_writes: options.no_doublewrite,
         ..Options::default()
     }
 }
@@ -356,18 +357,29 @@ fn summary(
         pages_flushed: stats.pages_flushed - before.pages_flushed,
         checkpoints: stats.checkpoints - before.checkpoints,
         free_check_slow_paths: stats.free_check_slow_paths - before.free_check_slow_paths,
+        pages_dirtied: stats.pages_dirtied - before.pages_dirtied,
+        log_end: stats.log_end - before.log_end,
         ..stats
     };
     println!(
         "engine: free check waits {} ({:.2} ms total, {:.2} ms max), slow paths {}, pages flushed {}, checkpoints {}, \
-         checkpoint age {} KiB",
+         checkpoint age {} KiB, background {}",
         delta.free_check_waits,
         ms(delta.free_check_wait_us),
         ms(delta.free_check_wait_us_max),
         delta.free_check_slow_paths,
         delta.pages_flushed,
         delta.checkpoints,
-        delta.checkpoint_age >> 10
+        delta.checkpoint_age >> 10,
+        if delta.background_prioritized { "at nice -10" } else { "at the inherited priority" }
+    );
+    println!(
+        "engine: log {:.1} MiB; pages dirtied {} (full-page images instead of the doublewrite file would add up to \
+         {:.1} MiB, {:.2}x the log)",
+        delta.log_end as f64 / (1 << 20) as f64,
+        delta.pages_dirtied,
+        (delta.pages_dirtied * redolog_pagestore::PAGE_BYTES as u64) as f64 / (1 << 20) as f64,
+        (delta.pages_dirtied * redolog_pagestore::PAGE_BYTES as u64) as f64 / delta.log_end.max(1) as f64
     );
     (transactions, Some(delta))
 }
