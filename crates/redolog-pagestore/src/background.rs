@@ -69,6 +69,10 @@ pub struct EngineStats {
     pub pages_flushed: u64,
     /// Checkpoints taken.
     pub checkpoints: u64,
+    /// Of `pages_flushed`, those the cleaners' LRU flush wrote: the least
+    /// recently used pages of a full instance that had no clean page to
+    /// evict.
+    pub lru_pages_flushed: u64,
     /// Pages that went from clean to dirty (each a full-page image, were
     /// torn pages cured that way: docs/PAGESTORE.md §4.1).
     pub pages_dirtied: u64,
@@ -348,12 +352,24 @@ impl Engine {
     }
 
     /// One cleaner's tick over the instances `first`, `first + step`, …:
-    /// the tick's budget of oldest pages, in doublewrite-sized batches;
+    /// the LRU flush of a full instance with nothing clean to evict; the
+    /// tick's budget of oldest pages, in doublewrite-sized batches;
     /// past the async mark, every page whose oldest modification keeps the
     /// age above three quarters of that mark, checkpointing after each
     /// batch — InnoDB's page cleaners' sync flush, which keeps statements
     /// away from the free check while the device can keep up.
     fn clean(&self, first: usize, step: usize) -> Result<()> {
+        // The LRU flush first: a full instance with no clean page to evict
+        // grows until some are written.
+        for instance in (first..self.pool.instances()).step_by(step.max(1)) {
+            let pages = self.pool.lru_dirty(instance, BATCH_PAGES);
+            if !pages.is_empty() {
+                let flushed = self.pool.flush_pages(&self.log, &pages)?;
+                let mut stats = self.stats.lock();
+                stats.pages_flushed += flushed as u64;
+                stats.lru_pages_flushed += flushed as u64;
+            }
+        }
         let mut left = self.pages_per_tick(step);
         loop {
             let age = self.age();

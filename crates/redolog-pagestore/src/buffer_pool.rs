@@ -102,8 +102,10 @@ impl BufferPool {
     }
 
     /// The frame of page `no`, read from the data file if it is not in the
-    /// pool. May evict a clean page nobody holds; when none is, the instance
-    /// grows past its size (the planned LRU flush will write a dirty one).
+    /// pool. A full instance first evicts its least recently used clean page
+    /// that nobody holds (looking at most [`LRU_SCAN_DEPTH`] pages deep);
+    /// when there is none, the instance grows past its size until a page
+    /// cleaner's LRU flush ([`lru_dirty`](Self::lru_dirty)) writes some.
     pub fn get(&self, no: PageNo) -> Result<Arc<Frame>> {
         let instance = self.instance(no);
         let mut state = instance.state.lock();
@@ -251,16 +253,51 @@ impl BufferPool {
         all
     }
 
+    /// InnoDB's LRU flush, for a page cleaner: if instance `instance` is
+    /// full and its [`LRU_SCAN_DEPTH`] least recently used pages hold no
+    /// clean one to evict, up to `count` of the dirty ones among them,
+    /// least recently used first; otherwise none.
+    pub fn lru_dirty(&self, instance: usize, count: usize) -> Vec<PageNo> {
+        let Some(instance) = self.instances.get(instance) else { return Vec::new() };
+        let state = instance.state.lock();
+        if state.frames.len() < instance.frames_max {
+            return Vec::new();
+        }
+        let mut dirty = Vec::new();
+        for &(_, no) in state.lru.iter().take(LRU_SCAN_DEPTH) {
+            let Some((frame, _)) = state.frames.get(&no) else { continue };
+            match frame.latch.try_read().map(|data| data.oldest.is_some()) {
+                Some(false) => return Vec::new(),
+                Some(true) => dirty.push(no),
+                None => {}
+            }
+            if dirty.len() >= count {
+                break;
+            }
+        }
+        dirty
+    }
+
+    /// Frames in the pool now, over every instance.
+    pub fn frames(&self) -> usize {
+        self.instances.iter().map(|instance| instance.state.lock().frames.len()).sum()
+    }
+
     /// The data file.
     pub fn data(&self) -> &DataFile {
         &self.data
     }
 }
 
+/// How deep eviction and the LRU flush look from the least recently used
+/// end (InnoDB's `innodb_lru_scan_depth` is 1024 for a larger pool).
+pub const LRU_SCAN_DEPTH: usize = 256;
+
 /// Drops the least recently used frame that is clean and that nobody holds
-/// or latches. Only tries latches: the caller holds the instance mutex.
+/// or latches, among the [`LRU_SCAN_DEPTH`] least recently used. Only tries
+/// latches: the caller holds the instance mutex.
 fn evict_one(state: &mut InstanceState) {
-    let victim = state.lru.iter().find_map(|&(tick, no)| {
+    let victim = state.lru.iter().take(LRU_SCAN_DEPTH).find_map(|&(tick, no)| {
         let (frame, _) = state.frames.get(&no)?;
         let unheld = Arc::strong_count(frame) == 1 && Arc::strong_count(&frame.latch) == 1;
         let clean = frame.latch.try_read().is_some_and(|data| data.oldest.is_none());

@@ -7,12 +7,13 @@
 //! No SQL, no MVCC, no undo: a transaction is one mini-transaction plus its
 //! commit wait.
 //!
-//! **Under construction.** What is here: the page format ([`Page`]), the redo
-//! records ([`Redo`]), the data file ([`DataFile`]), page recovery
+//! The parts: the page format ([`Page`]), the redo records ([`Redo`]), the
+//! data file with its doublewrite file ([`DataFile`]), page recovery
 //! ([`replay`]), the buffer pool instances with their flush lists
-//! ([`BufferPool`]) and the mini-transaction ([`Mtr`]). The B+tree, the page
-//! cleaners, the checkpointer and the sysbench-shaped workloads are the next
-//! steps (docs/PAGESTORE.md says which parts are planned).
+//! ([`BufferPool`]), the mini-transaction ([`Mtr`]), the B+tree
+//! ([`BTree`]), sysbench-shaped tables ([`Table`]) and the store
+//! ([`PageStore`]) with its page cleaners, checkpointer and log free check.
+//! `redolog bench --workload oltp_*` runs sysbench's write workloads on it.
 //!
 //! ```
 //! use redolog_pagestore::{Page, PageKind, Redo};
@@ -42,7 +43,7 @@ mod table;
 
 pub use background::{EngineStats, FreeCheck};
 pub use btree::{allocate, format_meta, BTree, Outcome, META_PAGE};
-pub use buffer_pool::{BufferPool, Frame, FrameData};
+pub use buffer_pool::{BufferPool, Frame, FrameData, LRU_SCAN_DEPTH};
 pub use datafile::{DataFile, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, DOUBLEWRITE_PAGES};
 pub use mtr::Mtr;
 pub use page::{Format, Page, PageKind, PageNo, HEADER_BYTES, NEXT_OFFSET, PAGE_BYTES};

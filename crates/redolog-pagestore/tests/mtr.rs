@@ -179,6 +179,31 @@ fn a_full_instance_evicts_its_least_recently_used_clean_page_and_never_a_dirty_o
     assert!(Arc::ptr_eq(&held, &pool.get(3).expect("get")), "page 3, held, kept its frame");
 }
 
+/// A full instance whose pages are all dirty has nothing to evict and
+/// grows; the LRU flush names its least recently used dirty pages, and once
+/// they are written the next reads evict them instead of growing the pool.
+#[test]
+fn an_all_dirty_instance_is_flushed_from_its_lru_and_stops_growing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, pool) = open(dir.path(), 1, 8);
+    let first: Vec<PageNo> = (1..=20).collect();
+    format(&pool, &log, &first);
+    assert_eq!(pool.frames(), 20, "every page dirty: the instance grew past its 8 frames");
+    let lru = pool.lru_dirty(0, 64);
+    assert_eq!(lru, first, "the dirty pages, least recently used first");
+    assert_eq!(pool.lru_dirty(0, 5).len(), 5, "at most the count asked for");
+    assert_eq!(pool.flush_pages(&log, &lru).expect("flush"), 20);
+    assert!(pool.lru_dirty(0, 64).is_empty(), "clean pages to evict: no LRU flush needed");
+    for no in 100..140 {
+        drop(pool.get(no).expect("get"));
+    }
+    assert_eq!(pool.frames(), 20, "40 more reads evicted clean pages instead of growing the pool");
+    // An instance below its size is never LRU-flushed.
+    let (log, small) = open(&dir.path().join("other"), 1, 64);
+    format(&small, &log, &[1, 2, 3]);
+    assert!(small.lru_dirty(0, 64).is_empty());
+}
+
 /// Two flushers on the same pages while statements dirty them: every flush
 /// list entry matches its page's oldest modification, one entry per dirty
 /// page, none for a clean one. (Overlapping flushes of one page once left a
