@@ -21,25 +21,17 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use redolog_pagestore::{DataFile, Options, Outcome, PageStore, Row, C_BYTES, PAD_BYTES};
+use redolog_pagestore::{DataFile, Options, Outcome, PageStore, Row, C_BYTES};
+
+mod common;
+use common::row;
 
 const CHILD_ENV: &str = "REDOLOG_PAGESTORE_KILL_DIR";
 const THREADS: u64 = 3;
 const PRELOADED: u64 = 300;
 
 fn options() -> Options {
-    // Small rings: a debug build fills the default 16 MiB ring at each open.
-    let log = redolog::Config {
-        capacity_bytes: 16 << 20,
-        buffer_bytes: 256 << 10,
-        closed_window_bytes: 256 << 10,
-        ..redolog::Config::default()
-    };
-    Options { buffer_pool_instances: 2, buffer_pool_bytes: 16 << 20, log, ..Options::default() }
-}
-
-fn row(id: u64, k: u64, c: u8) -> Row {
-    Row { id, k, c: [c; C_BYTES], pad: [b'p'; PAD_BYTES] }
+    common::options(16 << 20, 256 << 10, 16 << 20)
 }
 
 /// A statement, as printed by the child and replayed on the parent's model.
@@ -116,13 +108,7 @@ impl Statement {
 
 /// One child thread: statements on its ids until killed.
 fn child_thread(store: &PageStore, thread: u64, mut ids: Vec<u64>, mut next_new: u64) {
-    let mut state = 0x2545_F491_4F6C_DD1D_u64.wrapping_mul(thread + 1) ^ std::process::id() as u64;
-    let mut random = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut random = common::xorshift(0x2545_F491_4F6C_DD1D_u64.wrapping_mul(thread + 1) ^ std::process::id() as u64);
     loop {
         let id = if ids.is_empty() { next_new } else { ids[(random() % ids.len() as u64) as usize] };
         let statement = match random() % 5 {

@@ -20,22 +20,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use redolog::storage::{CrashMode, CrashOp, CrashState, CrashStorage};
-use redolog_pagestore::{Options, PageStore, Row, C_BYTES, PAD_BYTES};
+use redolog_pagestore::{Options, PageStore, Row};
+
+mod common;
+use common::row;
 
 const DIR: &str = "/store";
 
 fn options() -> Options {
-    let log = redolog::Config {
-        capacity_bytes: 4 << 20,
-        buffer_bytes: 256 << 10,
-        closed_window_bytes: 256 << 10,
-        ..redolog::Config::default()
-    };
-    Options { buffer_pool_instances: 2, buffer_pool_bytes: 8 << 20, log, ..Options::default() }
-}
-
-fn row(id: u64, k: u64, c: u8) -> Row {
-    Row { id, k, c: [c; C_BYTES], pad: [b'p'; PAD_BYTES] }
+    common::options(4 << 20, 256 << 10, 8 << 20)
 }
 
 /// The files at one moment, and the rows acknowledged by then.

@@ -10,29 +10,21 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redolog_pagestore::{Options, Outcome, PageStore, Row, C_BYTES, PAD_BYTES};
+use redolog_pagestore::{Options, Outcome, PageStore, Row, C_BYTES};
+
+mod common;
+use common::row;
 
 const THREADS: u64 = 4;
 const PRELOADED: u64 = 400;
 
 fn options() -> Options {
-    // Small rings: a debug build fills the default 16 MiB ring at each open.
-    let log = redolog::Config {
-        capacity_bytes: 32 << 20,
-        buffer_bytes: 1 << 20,
-        closed_window_bytes: 1 << 20,
-        ..redolog::Config::default()
-    };
-    Options { buffer_pool_instances: 2, buffer_pool_bytes: 32 << 20, log, ..Options::default() }
-}
-
-fn row(id: u64, k: u64, c: u8) -> Row {
-    Row { id, k, c: [c; C_BYTES], pad: [b'p'; PAD_BYTES] }
+    common::options(32 << 20, 1 << 20, 32 << 20)
 }
 
 /// One thread's statements; returns its ids' acknowledged rows.
 fn work(store: &PageStore, thread: u64, seed: u64) -> BTreeMap<u64, Option<Row>> {
-    let mut rng = fastrand_like(seed);
+    let mut rng = common::xorshift(seed);
     let table = store.table(0);
     let mut acked: BTreeMap<u64, Option<Row>> =
         (0..PRELOADED).filter(|id| id % THREADS == thread).map(|id| (id, Some(row(id, id % 50, 0)))).collect();
@@ -74,17 +66,6 @@ fn work(store: &PageStore, thread: u64, seed: u64) -> BTreeMap<u64, Option<Row>>
         store.commit_wait(end, 1).expect("durable");
     }
     acked
-}
-
-/// A small xorshift generator: the test's randomness, reproducible by seed.
-fn fastrand_like(seed: u64) -> impl FnMut() -> u64 {
-    let mut state = seed | 1;
-    move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    }
 }
 
 fn check(dir: &Path, expected: &BTreeMap<u64, Option<Row>>) {
@@ -184,4 +165,32 @@ fn a_small_log_fills_and_the_free_check_makes_room() {
     let (store, _) = PageStore::open(dir.path(), options).expect("reopen");
     assert_eq!(store.table(0).scan(&store).expect("scan").0, expected);
     eprintln!("free check: {stats:?}");
+}
+
+/// A pool far smaller than the table: loading it leaves every page dirty,
+/// the page cleaners' LRU flush writes the least recently used, and the
+/// rows survive a crash.
+#[test]
+fn a_pool_smaller_than_the_table_is_flushed_from_its_lru() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut options = options();
+    options.buffer_pool_instances = 1;
+    options.buffer_pool_bytes = 16 * redolog_pagestore::PAGE_BYTES as u64;
+    let (mut store, _) = PageStore::open(dir.path(), options.clone()).expect("open");
+    store.create_table().expect("table");
+    // ~2,000 rows of 213 bytes: some 30 leaves, more than the 16 frames.
+    for id in 0..2_000 {
+        store.table(0).insert(&store, &row(id, id % 50, 0)).expect("load");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.stats().lru_pages_flushed == 0 {
+        assert!(std::time::Instant::now() < deadline, "no LRU flush in 10 s: {:?}", store.stats());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    store.log().wait(store.log().end_lsn(), redolog::Durability::Synced).expect("durable");
+    let expected: Vec<Row> = store.table(0).scan(&store).expect("scan").0;
+    assert_eq!(expected.len(), 2_000);
+    store.into_log().expect("the engine is ours alone").simulate_crash();
+    let (store, _) = PageStore::open(dir.path(), options).expect("reopen");
+    assert_eq!(store.table(0).scan(&store).expect("scan").0, expected);
 }
