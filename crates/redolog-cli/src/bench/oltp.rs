@@ -47,6 +47,13 @@ impl Random {
     }
 }
 
+/// The rows sysbench's `prepare` loads into table `table`: ids `0..table_size`
+/// with random `k`; every system loads the same ones.
+pub(super) fn prepared_rows(table: usize, table_size: u64) -> impl Iterator<Item = Row> {
+    let mut random = Random(0x9E37_79B9_7F4A_7C15 ^ table as u64);
+    (0..table_size).map(move |id| random.row(id, table_size))
+}
+
 /// One client's counts: transactions, and latencies this interval and in all.
 struct Client {
     transactions: u64,
@@ -78,9 +85,8 @@ fn prepare(store: &mut PageStore, options: &BenchOptions) -> Result<(), BoxError
             .map(|table| {
                 let store = &*store;
                 scope.spawn(move || -> Result<(), redolog_pagestore::Error> {
-                    let mut random = Random(0x9E37_79B9_7F4A_7C15 ^ table as u64);
-                    for id in 0..options.table_size {
-                        store.table(table).insert(store, &random.row(id, options.table_size))?;
+                    for row in prepared_rows(table, options.table_size) {
+                        store.table(table).insert(store, &row)?;
                     }
                     Ok(())
                 })

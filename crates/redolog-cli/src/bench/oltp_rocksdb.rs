@@ -13,7 +13,7 @@ use parking_lot::{Mutex, MutexGuard};
 use redolog_pagestore::{Row, C_BYTES, PAD_BYTES};
 use rocksdb::{Options, WriteBatch, WriteOptions, DB};
 
-use super::oltp::{OltpSystem, Statement};
+use super::oltp::{prepared_rows, OltpSystem, Statement};
 use super::{BenchOptions, BoxError};
 
 /// Row-lock stripes.
@@ -85,16 +85,11 @@ impl OltpSystem for RocksDbOltp {
     }
 
     fn prepare(&mut self, options: &BenchOptions) -> Result<(), BoxError> {
-        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
         for table in 0..options.tables {
             let mut batch = WriteBatch::default();
-            for id in 0..options.table_size {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                let row = Row { id, k: state % options.table_size, c: [b'0'; C_BYTES], pad: [b'p'; PAD_BYTES] };
-                batch.put(row_key(table, id), encode(&row));
-                batch.put(index_key(table, row.k, id), []);
+            for row in prepared_rows(table, options.table_size) {
+                batch.put(row_key(table, row.id), encode(&row));
+                batch.put(index_key(table, row.k, row.id), []);
                 if batch.len() >= 2000 {
                     self.db.write(std::mem::take(&mut batch))?;
                 }

@@ -15,10 +15,10 @@
 use std::path::Path;
 
 use parking_lot::Mutex;
-use redolog_pagestore::{C_BYTES, PAD_BYTES};
+use redolog_pagestore::Row;
 use rusqlite::{params, Connection};
 
-use super::oltp::{OltpSystem, Statement};
+use super::oltp::{prepared_rows, OltpSystem, Statement};
 use super::{BenchOptions, BoxError};
 
 /// The SQLite peer.
@@ -101,8 +101,8 @@ impl SqliteOltp {
 
     /// One row, for the tests.
     #[cfg(test)]
-    fn row(&self, table: usize, id: u64) -> rusqlite::Result<Option<redolog_pagestore::Row>> {
-        use redolog_pagestore::Row;
+    fn row(&self, table: usize, id: u64) -> rusqlite::Result<Option<Row>> {
+        use redolog_pagestore::{C_BYTES, PAD_BYTES};
         use rusqlite::OptionalExtension;
         let connection = self.connection.lock();
         connection
@@ -124,20 +124,16 @@ impl OltpSystem for SqliteOltp {
     fn prepare(&mut self, options: &BenchOptions) -> Result<(), BoxError> {
         let connection = self.connection.get_mut();
         // sysbench's prepare: the rows in bulk, then the secondary index.
-        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
         for table in 0..self.tables {
-            for chunk in (0..options.table_size).collect::<Vec<_>>().chunks(10_000) {
+            let rows: Vec<Row> = prepared_rows(table, options.table_size).collect();
+            for chunk in rows.chunks(10_000) {
                 let transaction = connection.transaction()?;
                 {
                     let mut insert = transaction.prepare_cached(&format!(
                         "INSERT INTO sbtest{table} (id, k, c, pad) VALUES (?1, ?2, ?3, ?4)"
                     ))?;
-                    for &id in chunk {
-                        state ^= state << 13;
-                        state ^= state >> 7;
-                        state ^= state << 17;
-                        let k = state % options.table_size;
-                        insert.execute(params![id as i64, k as i64, &[b'0'; C_BYTES][..], &[b'p'; PAD_BYTES][..]])?;
+                    for row in chunk {
+                        insert.execute(params![row.id as i64, row.k as i64, &row.c[..], &row.pad[..]])?;
                     }
                 }
                 transaction.commit()?;
@@ -166,7 +162,7 @@ impl OltpSystem for SqliteOltp {
 
 #[cfg(test)]
 mod tests {
-    use redolog_pagestore::Row;
+    use redolog_pagestore::{C_BYTES, PAD_BYTES};
 
     use super::*;
 
