@@ -78,6 +78,12 @@ pub struct EngineStats {
     pub pages_dirtied: u64,
     /// The log's end LSN: bytes logged since it was created.
     pub log_end: u64,
+    /// Page latch waits: a mini-transaction's exclusive latch or a
+    /// descent's shared one found the page latched.
+    pub page_latch: crate::Waits,
+    /// Index lock waits: a statement found an index lock held (shared:
+    /// a split runs; exclusive: any statement runs).
+    pub index_lock: crate::Waits,
     /// Whether the page cleaners and the checkpointer run at a raised
     /// priority (nice -10; refused without `CAP_SYS_NICE`).
     pub background_prioritized: bool,
@@ -469,6 +475,8 @@ impl Background {
         EngineStats {
             checkpoint_age: self.engine.age(),
             pages_dirtied: self.engine.pool.pages_dirtied(),
+            page_latch: self.engine.pool.waits.page_latch.snapshot(),
+            index_lock: self.engine.pool.waits.index_lock.snapshot(),
             log_end: self.engine.log.end_lsn().as_u64(),
             background_prioritized: self.engine.mode == FreeCheck::Coordinator
                 && !self.engine.priority_refused.load(Ordering::Relaxed),

@@ -144,7 +144,8 @@ impl BTree {
                 continue;
             }
             let frame = pool.get(no)?;
-            let data = frame.latch().read();
+            let latch = frame.latch();
+            let data = pool.waits.page_latch.take(|| latch.try_read(), || latch.read());
             if data.page.level() == 0 {
                 return Ok(no);
             }

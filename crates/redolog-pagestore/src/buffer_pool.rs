@@ -73,6 +73,8 @@ pub struct BufferPool {
     /// Pages that went from clean to dirty: each would be a full-page
     /// image in a log that protected torn pages that way (§4.1).
     dirtied: std::sync::atomic::AtomicU64,
+    /// The page latch and index lock wait counters.
+    pub(crate) waits: crate::waits::PoolWaits,
 }
 
 impl std::fmt::Debug for BufferPool {
@@ -94,7 +96,12 @@ impl BufferPool {
                 frames_max,
             })
             .collect();
-        BufferPool { instances, data, dirtied: std::sync::atomic::AtomicU64::new(0) }
+        BufferPool {
+            instances,
+            data,
+            dirtied: std::sync::atomic::AtomicU64::new(0),
+            waits: crate::waits::PoolWaits::default(),
+        }
     }
 
     fn instance(&self, no: PageNo) -> &Instance {

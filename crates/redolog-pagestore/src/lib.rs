@@ -40,6 +40,7 @@ mod recovery;
 mod redo;
 mod store;
 mod table;
+mod waits;
 
 pub use background::{EngineStats, FreeCheck};
 pub use btree::{allocate, format_meta, BTree, Outcome, META_PAGE};
@@ -51,6 +52,7 @@ pub use recovery::{replay, Replayed};
 pub use redo::Redo;
 pub use store::{Options, PageStore, TABLES_MAX};
 pub use table::{Row, Scan, Table, C_BYTES, PAD_BYTES, ROW_BYTES};
+pub use waits::Waits;
 
 use redolog::Lsn;
 

@@ -45,7 +45,8 @@ impl<'a> Mtr<'a> {
             return Ok(&self.latched[index].guard.page);
         }
         let frame = self.pool.get(no)?;
-        let guard = frame.latch().write_arc();
+        let latch = frame.latch();
+        let guard = self.pool.waits.page_latch.take(|| latch.try_write_arc(), || latch.write_arc());
         self.latched.push(Latched { frame, guard, before: None });
         Ok(&self.latched[self.latched.len() - 1].guard.page)
     }

@@ -88,10 +88,18 @@ impl Table {
     ) -> Result<(Outcome, Option<Lsn>)> {
         store.free_check()?;
         for pessimistic in [false, true] {
+            let site = &store.pool().waits.index_lock;
+            let (primary, secondary) = (self.primary.lock(), self.secondary.lock());
             let _held = if pessimistic {
-                Held::Exclusive([self.primary.lock().write(), self.secondary.lock().write()])
+                Held::Exclusive([
+                    site.take(|| primary.try_write(), || primary.write()),
+                    site.take(|| secondary.try_write(), || secondary.write()),
+                ])
             } else {
-                Held::Shared([self.primary.lock().read(), self.secondary.lock().read()])
+                Held::Shared([
+                    site.take(|| primary.try_read(), || primary.read()),
+                    site.take(|| secondary.try_read(), || secondary.read()),
+                ])
             };
             let mut mtr = store.mtr();
             match body(&mut mtr, pessimistic)? {

@@ -364,6 +364,9 @@ fn summary(
         checkpoints: stats.checkpoints - before.checkpoints,
         free_check_slow_paths: stats.free_check_slow_paths - before.free_check_slow_paths,
         pages_dirtied: stats.pages_dirtied - before.pages_dirtied,
+        page_latch: stats.page_latch - before.page_latch,
+        index_lock: stats.index_lock - before.index_lock,
+        lru_pages_flushed: stats.lru_pages_flushed - before.lru_pages_flushed,
         log_end: stats.log_end - before.log_end,
         ..stats
     };
@@ -378,6 +381,16 @@ fn summary(
         delta.checkpoints,
         delta.checkpoint_age >> 10,
         if delta.background_prioritized { "at nice -10" } else { "at the inherited priority" }
+    );
+    let per_1k = |waits: u64| waits as f64 * 1000.0 / transactions.max(1) as f64;
+    println!(
+        "engine: waits per 1k transactions: page latch {:.1} ({:.2} ms total), index lock {:.1} ({:.2} ms total); \
+         LRU-flushed pages {}",
+        per_1k(delta.page_latch.waits),
+        ms(delta.page_latch.wait_us),
+        per_1k(delta.index_lock.waits),
+        ms(delta.index_lock.wait_us),
+        delta.lru_pages_flushed
     );
     println!(
         "engine: log {:.1} MiB; pages dirtied {} (full-page images instead of the doublewrite file would add up to \
