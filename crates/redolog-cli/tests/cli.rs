@@ -278,10 +278,17 @@ fn bench_refuses_options_its_workload_does_not_take() {
 }
 
 /// `redolog bench --workload oltp_write_only`: sysbench's shape on the page
-/// store — prepare, interval lines, the summary, no failed transaction.
+/// store — prepare, interval lines, the summary, no failed transaction —
+/// and its JSON and plot.
 #[test]
 fn bench_oltp_runs_sysbench_shaped_transactions_on_the_page_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (json, svg) = (dir.path().join("oltp.json"), dir.path().join("oltp.svg"));
     let stdout = bench(&[
+        "--json",
+        json.to_str().expect("utf-8 path"),
+        "--plot",
+        svg.to_str().expect("utf-8 path"),
         "--workload",
         "oltp_write_only",
         "--tables",
@@ -308,4 +315,49 @@ fn bench_oltp_runs_sysbench_shaped_transactions_on_the_page_store() {
         .unwrap_or_else(|| panic!("no transactions line\n{stdout}"));
     assert!(transactions > 0, "{stdout}");
     assert!(stdout.contains("failed:                              0"), "{stdout}");
+    let json = read_json(&json);
+    assert_eq!(json["workload"], "oltp_write_only");
+    let point = &json["points"][0];
+    assert_eq!((point["system"].as_str(), point["threads"].as_u64()), (Some("pagestore"), Some(2)), "{json}");
+    assert_eq!(point["transactions"].as_u64(), Some(transactions), "{json}");
+    assert!(point["engine"]["log_bytes"].as_u64() > Some(0), "{json}");
+    assert!(std::fs::read_to_string(&svg).expect("svg").contains("pagestore"));
+    assert!(std::fs::read(svg.with_extension("png")).expect("png").starts_with(b"\x89PNG"));
+}
+
+/// The seeds' buffer-pool scenarios run on the page store and print the
+/// seed's figures beside ours: seed-convoy's four stores at each client
+/// count, seed-wakeup's two closed windows with their wait counters.
+#[test]
+fn bench_runs_the_engine_scenarios() {
+    let small = [
+        "--tables",
+        "1",
+        "--table-size",
+        "300",
+        "--time",
+        "0.3",
+        "--device",
+        "tmpfs",
+        "--buffer-pool-bytes",
+        "16777216",
+        "--log-capacity",
+        "8388608",
+    ];
+    let stdout = bench(&[&["--scenario", "seed-convoy", "--threads", "2"][..], &small].concat());
+    assert!(stdout.contains("MySQL bug #68555"), "{stdout}");
+    let row = stdout
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some("2") && line.matches('x').count() >= 2)
+        .unwrap_or_else(|| panic!("no 2-client row\n{stdout}"));
+    assert!(!row.contains(" 0 "), "every store ran transactions: {row}");
+    let stdout = bench(&[&["--scenario", "seed-wakeup", "--workload", "oltp_insert"][..], &small].concat());
+    assert!(stdout.contains("MySQL bug #95390"), "{stdout}");
+    for system in ["pagestore ", "closed-16k "] {
+        let line = stdout
+            .lines()
+            .find(|line| line.trim_start().starts_with(system) && line.contains("64 clients"))
+            .unwrap_or_else(|| panic!("no story line for {system}\n{stdout}"));
+        assert!(line.contains("lost wake-ups 0"), "{line}");
+    }
 }

@@ -217,11 +217,12 @@ pub struct BenchOptions {
     /// Print redolog's counters (INNODB_METRICS names) after each point.
     #[arg(long)]
     pub metrics: bool,
-    /// Write the results as JSON to this file.
+    /// Write the results as JSON to this file (`--workload log` and `oltp_*`).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Draw commits/s and p99 latency against threads, one line per system, to
-    /// this SVG file, and the same as a PNG beside it (FILE.png).
+    /// this SVG file, and the same as a PNG beside it (FILE.png) (`--workload
+    /// log` and `oltp_*`).
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Commit through futures: run the `async` system (Tokio tasks awaiting

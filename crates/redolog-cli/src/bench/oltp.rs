@@ -22,7 +22,7 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use redolog_pagestore::{EngineStats, FreeCheck, Options, Outcome, PageStore, Row, C_BYTES, PAD_BYTES};
 
-use super::report::median;
+use super::report::{median, Line, LinePoint};
 use super::runner::new_histogram;
 use super::{BenchOptions, BoxError, WorkloadArg};
 
@@ -224,6 +224,9 @@ pub struct Point {
     pub round: usize,
     pub transactions: u64,
     pub tps: f64,
+    /// Latency percentiles over the point, µs.
+    pub p95_us: u64,
+    pub p99_us: u64,
     /// The engine's counters over the point (the page store only).
     pub engine: Option<EngineStats>,
     /// The log's counters over the point (the page store only).
@@ -278,6 +281,10 @@ fn run_point(
     });
     let elapsed = started.elapsed();
     let (transactions, engine) = summary(system, before.as_ref(), &clients, elapsed, failed.load(Ordering::Relaxed));
+    let mut latency = new_histogram();
+    for client in &clients {
+        let _ = latency.add(&client.lock().total);
+    }
     let log_counters = system
         .log_counters()
         .into_iter()
@@ -292,6 +299,8 @@ fn run_point(
         round: 0,
         transactions,
         tps: transactions as f64 / elapsed.as_secs_f64(),
+        p95_us: latency.value_at_quantile(0.95),
+        p99_us: latency.value_at_quantile(0.99),
         engine,
         log_counters,
     })
@@ -513,7 +522,8 @@ fn per_1k_transactions(points: &[Point], system: &str, threads: usize, counter: 
 /// systems' order alternating from one count to the next; prints sysbench's
 /// lines per point and a table of transactions per second at the end.
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
-    if let Some(flag) = super::log_only_flag(options) {
+    let outputs_cleared = BenchOptions { json: None, plot: None, ..options.clone() };
+    if let Some(flag) = super::log_only_flag(&outputs_cleared) {
         return Err(format!("{flag} does not apply to --workload {}", options.workload.name()).into());
     }
     let workdir = options.device.work_dir(options.dir.as_deref(), "redolog-bench-oltp-")?;
@@ -538,7 +548,7 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
             );
         }
     }
-    Ok(())
+    write_outputs(options, None, &points)
 }
 
 /// `--scenario seed-wakeup --workload oltp_insert`: MySQL bug #95390 on the
@@ -581,7 +591,7 @@ pub fn seed_wakeup(options: &BenchOptions) -> Result<(), BoxError> {
                 .sum::<u64>(),
         );
     }
-    Ok(())
+    write_outputs(options, Some("seed-wakeup"), &points)
 }
 
 /// `--scenario seed-convoy`: MySQL bug #68555 on the engine. Update by
@@ -641,6 +651,133 @@ pub fn seed_convoy(options: &BenchOptions) -> Result<(), BoxError> {
             waits(2),
             waits(3),
         );
+    }
+    write_outputs(options, Some("seed-convoy"), &points)
+}
+
+/// One point in the JSON output.
+#[derive(serde::Serialize)]
+struct PointJson<'a> {
+    system: &'a str,
+    threads: usize,
+    round: usize,
+    transactions: u64,
+    tps: f64,
+    p95_us: u64,
+    p99_us: u64,
+    /// The page store's counters over the point.
+    engine: Option<EngineJson>,
+    /// The log's counters over the point (`Metrics::counters`).
+    log: std::collections::BTreeMap<&'a str, u64>,
+}
+
+/// [`EngineStats`] over a point, for the JSON output.
+#[derive(serde::Serialize)]
+struct EngineJson {
+    free_check_waits: u64,
+    free_check_wait_us: u64,
+    free_check_slow_paths: u64,
+    page_latch_waits: u64,
+    page_latch_wait_us: u64,
+    index_lock_waits: u64,
+    index_lock_wait_us: u64,
+    pages_flushed: u64,
+    lru_pages_flushed: u64,
+    pages_dirtied: u64,
+    checkpoints: u64,
+    checkpoint_age: u64,
+    log_bytes: u64,
+    background_prioritized: bool,
+}
+
+impl From<&EngineStats> for EngineJson {
+    fn from(stats: &EngineStats) -> EngineJson {
+        EngineJson {
+            free_check_waits: stats.free_check_waits,
+            free_check_wait_us: stats.free_check_wait_us,
+            free_check_slow_paths: stats.free_check_slow_paths,
+            page_latch_waits: stats.page_latch.waits,
+            page_latch_wait_us: stats.page_latch.wait_us,
+            index_lock_waits: stats.index_lock.waits,
+            index_lock_wait_us: stats.index_lock.wait_us,
+            pages_flushed: stats.pages_flushed,
+            lru_pages_flushed: stats.lru_pages_flushed,
+            pages_dirtied: stats.pages_dirtied,
+            checkpoints: stats.checkpoints,
+            checkpoint_age: stats.checkpoint_age,
+            log_bytes: stats.log_end,
+            background_prioritized: stats.background_prioritized,
+        }
+    }
+}
+
+/// `--json FILE` and `--plot FILE.svg` for the `oltp_*` runs: every point
+/// with its counters, and tps and p99 latency against clients, one line per
+/// system (medians over rounds).
+fn write_outputs(options: &BenchOptions, scenario: Option<&str>, points: &[Point]) -> Result<(), BoxError> {
+    if let Some(path) = &options.json {
+        let json = serde_json::json!({
+            "workload": options.workload.name(),
+            "scenario": scenario,
+            "device": options.device.to_string(),
+            "tables": options.tables,
+            "table_size": options.table_size,
+            "flush_log_at_trx_commit": options.flush_log_at_trx_commit,
+            "buffer_pool_instances": options.buffer_pool_instances,
+            "buffer_pool_bytes": options.buffer_pool_bytes,
+            "io_capacity": options.io_capacity,
+            "log_capacity": options.log_capacity,
+            "seconds": options.seconds,
+            "points": points
+                .iter()
+                .map(|point| PointJson {
+                    system: point.system,
+                    threads: point.threads,
+                    round: point.round,
+                    transactions: point.transactions,
+                    tps: point.tps,
+                    p95_us: point.p95_us,
+                    p99_us: point.p99_us,
+                    engine: point.engine.as_ref().map(EngineJson::from),
+                    log: point.log_counters.iter().map(|(name, value)| (name.as_str(), *value)).collect(),
+                })
+                .collect::<Vec<_>>(),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &options.plot {
+        let mut lines: Vec<Line> = Vec::new();
+        for point in points {
+            if lines.iter().any(|line| line.system == point.system) {
+                continue;
+            }
+            let mut threads: Vec<usize> =
+                points.iter().filter(|other| other.system == point.system).map(|other| other.threads).collect();
+            threads.sort_unstable();
+            threads.dedup();
+            let line_points = threads
+                .into_iter()
+                .map(|threads| LinePoint {
+                    threads,
+                    commits_per_sec: median_tps(points, point.system, threads),
+                    p99_us: median(points_of(points, point.system, threads).map(|p| p.p99_us as f64).collect()) as u64,
+                })
+                .collect();
+            lines.push(Line { system: point.system, points: line_points });
+        }
+        let title = format!(
+            "{}{}, {} x {} rows, flush_log_at_trx_commit={}, device {}",
+            options.workload.name(),
+            scenario.map_or(String::new(), |scenario| format!(" ({scenario})")),
+            options.tables,
+            options.table_size,
+            options.flush_log_at_trx_commit,
+            options.device
+        );
+        for written in super::plot::draw_lines(&title, &lines, path)? {
+            println!("wrote {}", written.display());
+        }
     }
     Ok(())
 }

@@ -27,11 +27,17 @@ const SIZE: (u32, u32) = (1200, 480);
 /// Draws `report` to `svg` and to `svg` with the extension `png`; returns the
 /// files written.
 pub fn draw(report: &Report, svg: &Path) -> Result<Vec<PathBuf>, BoxError> {
+    draw_lines(&report.title(), &report.lines(), svg)
+}
+
+/// Draws `lines` under `title` to `svg` and to `svg` with the extension
+/// `png`; returns the files written.
+pub fn draw_lines(title: &str, lines: &[Line], svg: &Path) -> Result<Vec<PathBuf>, BoxError> {
     load_font()?;
     let png = svg.with_extension("png");
-    draw_on(SVGBackend::new(svg, SIZE).into_drawing_area(), report)
+    draw_on(SVGBackend::new(svg, SIZE).into_drawing_area(), title, lines)
         .map_err(|error| format!("drawing {}: {error}", svg.display()))?;
-    draw_on(BitMapBackend::new(&png, SIZE).into_drawing_area(), report)
+    draw_on(BitMapBackend::new(&png, SIZE).into_drawing_area(), title, lines)
         .map_err(|error| format!("drawing {}: {error}", png.display()))?;
     Ok(vec![svg.to_path_buf(), png])
 }
@@ -50,17 +56,16 @@ fn load_font() -> Result<(), BoxError> {
     loaded.clone().map_err(Into::into)
 }
 
-fn draw_on<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, report: &Report) -> Result<(), String> {
+fn draw_on<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, lines: &[Line]) -> Result<(), String> {
     let text = |error: &dyn std::fmt::Display| error.to_string();
     root.fill(&WHITE).map_err(|e| text(&e))?;
-    let root = root.titled(&report.title(), ("sans-serif", 20)).map_err(|e| text(&e))?;
+    let root = root.titled(title, ("sans-serif", 20)).map_err(|e| text(&e))?;
     let (left, right) = root.split_horizontally(SIZE.0 / 2);
-    let lines = report.lines();
     let threads = lines.iter().flat_map(|line| line.points.iter().map(|p| p.threads as f64));
     let (low, high) = threads.fold((f64::INFINITY, 0.0f64), |(low, high), t| (low.min(t), high.max(t)));
     let x = (low / 1.5)..(high * 1.5);
-    panel(&left, &lines, x.clone(), "commits/s", |p| p.commits_per_sec).map_err(|e| text(&e))?;
-    panel(&right, &lines, x, "p99 latency (µs)", |p| p.p99_us as f64).map_err(|e| text(&e))?;
+    panel(&left, lines, x.clone(), "commits/s", |p| p.commits_per_sec).map_err(|e| text(&e))?;
+    panel(&right, lines, x, "p99 latency (µs)", |p| p.p99_us as f64).map_err(|e| text(&e))?;
     root.present().map_err(|e| text(&e))
 }
 
