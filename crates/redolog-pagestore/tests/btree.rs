@@ -51,6 +51,18 @@ fn create(dir: &Path) -> Store {
     Store { log, pool, tree }
 }
 
+/// Crashes with no page written and replays the log alone onto the data
+/// file; returns the tree as recovery rebuilt it, and its pool.
+fn crash_and_replay(dir: &Path, store: Store) -> (BufferPool, BTree) {
+    let root = store.tree.root();
+    store.log.wait(store.log.end_lsn(), Durability::Synced).expect("durable");
+    store.log.simulate_crash();
+    let (_, recovery) = Log::open(dir.join("log"), config()).expect("reopen");
+    let data = DataFile::open(dir, &FsStorage).expect("data file");
+    replay(recovery, &data).expect("replay");
+    (BufferPool::new(Arc::new(data), 2, 4096), BTree::open(1, root, KEY_BYTES, VALUE_BYTES))
+}
+
 /// Inserts optimistically, and pessimistically if the leaf is full.
 fn insert(store: &Store, id: u64, version: u8) -> Outcome {
     {
@@ -141,14 +153,7 @@ proptest! {
             prop_assert_eq!(store.tree.get(&store.pool, &key(id)).expect("get"), model.get(&key(id)).cloned());
         }
         // Crash with no page written: the log alone must rebuild the tree.
-        let root = store.tree.root();
-        store.log.wait(store.log.end_lsn(), Durability::Synced).expect("durable");
-        store.log.simulate_crash();
-        let (_, recovery) = Log::open(dir.path().join("log"), config()).expect("reopen");
-        let data = DataFile::open(dir.path(), &FsStorage).expect("data file");
-        replay(recovery, &data).expect("replay");
-        let pool = BufferPool::new(Arc::new(data), 2, 4096);
-        let tree = BTree::open(1, root, KEY_BYTES, VALUE_BYTES);
+        let (pool, tree) = crash_and_replay(dir.path(), store);
         prop_assert_eq!(as_map(tree.scan(&pool).expect("scan after replay")), model);
     }
 }
@@ -211,14 +216,7 @@ fn ascending_inserts_leave_full_leaves_and_replay() {
     assert_eq!(leaves.iter().map(|(count, _)| count).sum::<usize>(), 300);
     assert!(last.0 >= 1);
 
-    let root = store.tree.root();
-    store.log.wait(store.log.end_lsn(), Durability::Synced).expect("durable");
-    store.log.simulate_crash();
-    let (_, recovery) = Log::open(dir.path().join("log"), config()).expect("reopen");
-    let data = DataFile::open(dir.path(), &FsStorage).expect("data file");
-    replay(recovery, &data).expect("replay");
-    let pool = BufferPool::new(Arc::new(data), 2, 4096);
-    let tree = BTree::open(1, root, KEY_BYTES, VALUE_BYTES);
+    let (pool, tree) = crash_and_replay(dir.path(), store);
     let ids: Vec<u64> = tree
         .scan(&pool)
         .expect("scan after replay")
