@@ -1,9 +1,9 @@
-//! The buffer pool: instances, each with its own mutex over its page hash,
-//! LRU order and flush list (docs/PAGESTORE.md §6).
+//! The buffer pool: instances, each with a mutex over its page hash and LRU
+//! order and another over its flush list (docs/PAGESTORE.md §6).
 //!
-//! Lock order: a frame's latch, then its instance's mutex. A thread holding
-//! an instance mutex only tries frame latches (eviction), never waits for
-//! one.
+//! Lock order: a frame's latch, then its instance's mutex or its flush-list
+//! mutex (never both). A thread holding an instance mutex only tries frame
+//! latches (eviction, the LRU flush), never waits for one.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -21,6 +21,21 @@ use crate::Result;
 pub struct Frame {
     no: PageNo,
     latch: Arc<RwLock<FrameData>>,
+    /// Set while a flush has copied the page and not yet finished with it
+    /// (InnoDB's io-fix): a second flush skips the page, or it could write
+    /// an older copy over a newer one and the newer flush mark it clean.
+    flushing: std::sync::atomic::AtomicBool,
+}
+
+/// The io-fixes a flush holds; cleared when it ends, on every path.
+struct IoFixes(Vec<(Arc<Frame>, Lsn)>);
+
+impl Drop for IoFixes {
+    fn drop(&mut self) {
+        for (frame, _) in &self.0 {
+            frame.flushing.store(false, std::sync::atomic::Ordering::Release);
+        }
+    }
 }
 
 /// What the page latch protects.
@@ -124,14 +139,18 @@ impl BufferPool {
             state.lru.insert((tick, no));
             return Ok(frame);
         }
-        if state.frames.len() >= instance.frames_max {
-            evict_one(&mut state);
-        }
+        // Back to the instance's size after an overshoot, as far as clean
+        // frames allow.
+        while state.frames.len() >= instance.frames_max && evict_one(&mut state) {}
         // Read under the instance mutex: simple, and a concurrent `get` of
         // the same page cannot read it twice. (A cached workload reads
         // each page once.)
         let page = self.data.read(no)?;
-        let frame = Arc::new(Frame { no, latch: Arc::new(RwLock::new(FrameData { page, oldest: None })) });
+        let frame = Arc::new(Frame {
+            no,
+            latch: Arc::new(RwLock::new(FrameData { page, oldest: None })),
+            flushing: std::sync::atomic::AtomicBool::new(false),
+        });
         state.frames.insert(no, (frame.clone(), tick));
         state.lru.insert((tick, no));
         Ok(frame)
@@ -183,7 +202,9 @@ impl BufferPool {
 
     /// Writes the dirty ones of `pages` as one batch; returns how many.
     /// Latches are not held across the I/O (docs/PAGESTORE.md §12):
-    /// 1. under each page's latch, a copy and its page LSN;
+    /// 1. under each page's latch, a copy and its page LSN, if no other
+    ///    flush holds the page (its io-fix: a page another flush copied is
+    ///    skipped, so copies of one page reach the file in order);
     /// 2. the log made durable up to the highest of those LSNs (PS-1);
     /// 3. the copies written through the doublewrite file (durable after);
     /// 4. under each latch again: a page still at its copied LSN is clean;
@@ -193,22 +214,25 @@ impl BufferPool {
     ///    list entry is replaced by what `oldest` now holds: two flushes of
     ///    one page that overlap never leave a stale entry behind.
     pub fn flush_pages(&self, log: &Log, pages: &[PageNo]) -> Result<usize> {
+        use std::sync::atomic::Ordering;
         let mut copies = Vec::new();
-        let mut frames = Vec::new();
+        let mut frames = IoFixes(Vec::new());
         for &no in pages {
             let Some(frame) = self.instance(no).state.lock().frames.get(&no).map(|(frame, _)| frame.clone()) else {
                 continue;
             };
             let data = frame.latch.read();
-            if data.oldest.is_some() {
+            if data.oldest.is_some()
+                && frame.flushing.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
                 copies.push(data.page.clone());
-                frames.push((frame.clone(), data.page.lsn()));
+                frames.0.push((frame.clone(), data.page.lsn()));
             }
         }
-        let Some(newest) = frames.iter().map(|&(_, lsn)| lsn).max() else { return Ok(0) };
+        let Some(newest) = frames.0.iter().map(|&(_, lsn)| lsn).max() else { return Ok(0) };
         log.wait(newest, Durability::Synced)?;
         self.data.write_pages(&mut copies)?;
-        for (frame, copied) in &frames {
+        for (frame, copied) in &frames.0 {
             let mut data = frame.latch.write();
             // What the page is now, not what it was at the copy: another
             // flush may have cleaned it meanwhile and a statement dirtied it
@@ -222,7 +246,7 @@ impl BufferPool {
                 flush_list.insert((lsn, frame.no));
             }
         }
-        Ok(frames.len())
+        Ok(frames.0.len())
     }
 
     /// Up to `count` of the oldest dirty pages of the instances `first`,
@@ -302,16 +326,16 @@ pub const LRU_SCAN_DEPTH: usize = 256;
 
 /// Drops the least recently used frame that is clean and that nobody holds
 /// or latches, among the [`LRU_SCAN_DEPTH`] least recently used. Only tries
-/// latches: the caller holds the instance mutex.
-fn evict_one(state: &mut InstanceState) {
+/// latches: the caller holds the instance mutex. False if there was none.
+fn evict_one(state: &mut InstanceState) -> bool {
     let victim = state.lru.iter().take(LRU_SCAN_DEPTH).find_map(|&(tick, no)| {
         let (frame, _) = state.frames.get(&no)?;
         let unheld = Arc::strong_count(frame) == 1 && Arc::strong_count(&frame.latch) == 1;
         let clean = frame.latch.try_read().is_some_and(|data| data.oldest.is_none());
         (unheld && clean).then_some((tick, no))
     });
-    if let Some((tick, no)) = victim {
-        state.lru.remove(&(tick, no));
-        state.frames.remove(&no);
-    }
+    let Some((tick, no)) = victim else { return false };
+    state.lru.remove(&(tick, no));
+    state.frames.remove(&no);
+    true
 }

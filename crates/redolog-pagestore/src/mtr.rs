@@ -76,7 +76,7 @@ impl<'a> Mtr<'a> {
 
     /// Writes the records as one group, stamps the changed pages with its
     /// end LSN and puts the newly dirty ones on their flush lists (PS-5),
-    /// then releases the latches and closes the group. Returns the end LSN
+    /// then closes the group and releases the latches. Returns the end LSN
     /// to wait for (`None`: nothing changed). If the log refuses the group
     /// (a poisoned log), the pages are put back as they were.
     pub fn commit(mut self) -> Result<Option<Lsn>> {
