@@ -15,6 +15,7 @@ use parking_lot::{Condvar, Mutex};
 use redolog::{Log, Lsn};
 
 use crate::buffer_pool::BufferPool;
+use crate::page::PageNo;
 use crate::Result;
 
 /// How often a cleaner and the checkpointer wake when nobody wakes them
@@ -93,6 +94,27 @@ pub struct EngineStats {
     pub free_check_slow_paths: u64,
     /// The checkpoint age now: end LSN minus the last checkpoint, bytes.
     pub checkpoint_age: u64,
+}
+
+impl EngineStats {
+    /// The counters since `earlier` (a snapshot of the same store): every
+    /// count and total minus its earlier value; the gauges — the longest
+    /// wait since open, the checkpoint age, the priority — as they are now.
+    pub fn since(&self, earlier: &EngineStats) -> EngineStats {
+        EngineStats {
+            free_check_waits: self.free_check_waits - earlier.free_check_waits,
+            free_check_wait_us: self.free_check_wait_us - earlier.free_check_wait_us,
+            pages_flushed: self.pages_flushed - earlier.pages_flushed,
+            checkpoints: self.checkpoints - earlier.checkpoints,
+            lru_pages_flushed: self.lru_pages_flushed - earlier.lru_pages_flushed,
+            pages_dirtied: self.pages_dirtied - earlier.pages_dirtied,
+            log_end: self.log_end - earlier.log_end,
+            page_latch: self.page_latch - earlier.page_latch,
+            index_lock: self.index_lock - earlier.index_lock,
+            free_check_slow_paths: self.free_check_slow_paths - earlier.free_check_slow_paths,
+            ..self.clone()
+        }
+    }
 }
 
 /// The log, the pool, and the state the background threads share.
@@ -177,8 +199,12 @@ impl Engine {
 
     /// Flushes up to `count` pages of the instances `first`, `first + step`, …
     fn flush_oldest(&self, first: usize, step: usize, count: usize) -> Result<usize> {
-        let pages = self.pool.oldest_dirty(first, step, count);
-        let flushed = self.pool.flush_pages(&self.log, &pages)?;
+        self.flush(&self.pool.oldest_dirty(first, step, count))
+    }
+
+    /// Flushes `pages` (`BufferPool::flush_pages`) and counts them.
+    fn flush(&self, pages: &[PageNo]) -> Result<usize> {
+        let flushed = self.pool.flush_pages(&self.log, pages)?;
         self.stats.lock().pages_flushed += flushed as u64;
         Ok(flushed)
     }
@@ -261,8 +287,7 @@ impl Engine {
     /// and `log_checkpoint_margin`, for the benchmark that shows bug
     /// #68555's convoy.
     fn free_check_5610(&self) -> Result<()> {
-        let sync_age = self.free_check_age;
-        let async_age = sync_age / 8 * 7;
+        let (sync_age, async_age) = (self.free_check_age, self.async_age());
         // `log_close`'s part: past the async mark, every thread must look.
         if self.age() > async_age {
             self.check_flush_or_checkpoint.store(true, Ordering::Relaxed);
@@ -293,10 +318,9 @@ impl Engine {
                     success = false;
                     continue;
                 }
-                let pages = self.pool.oldest_dirty_below(instance, self.pool.instances(), BATCH_PAGES, target);
-                let flushed = self.pool.flush_pages(&self.log, &pages);
+                let flushed =
+                    self.flush(&self.pool.oldest_dirty_below(instance, self.pool.instances(), BATCH_PAGES, target));
                 self.end_batch(instance);
-                self.stats.lock().pages_flushed += *flushed.as_ref().unwrap_or(&0) as u64;
                 flushed?;
             }
             // `buf_flush_wait_batch_end(NULL, BUF_FLUSH_LIST)`.
@@ -377,10 +401,8 @@ impl Engine {
         for instance in (first..self.pool.instances()).step_by(step.max(1)) {
             let pages = self.pool.lru_dirty(instance, BATCH_PAGES);
             if !pages.is_empty() {
-                let flushed = self.pool.flush_pages(&self.log, &pages)?;
-                let mut stats = self.stats.lock();
-                stats.pages_flushed += flushed as u64;
-                stats.lru_pages_flushed += flushed as u64;
+                let flushed = self.flush(&pages)?;
+                self.stats.lock().lru_pages_flushed += flushed as u64;
             }
         }
         let mut left = self.pages_per_tick(step);
@@ -396,8 +418,7 @@ impl Engine {
                 if pages.is_empty() {
                     return Ok(());
                 }
-                let flushed = self.pool.flush_pages(&self.log, &pages)?;
-                self.stats.lock().pages_flushed += flushed as u64;
+                let flushed = self.flush(&pages)?;
                 self.checkpoint()?;
                 if flushed == 0 {
                     // Another flush holds them (io-fixed); next tick.
