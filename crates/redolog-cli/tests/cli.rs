@@ -277,6 +277,9 @@ fn bench_refuses_options_its_workload_does_not_take() {
     assert!(text(&output.stderr).contains("--stores applies to --workload raft only"), "{}", text(&output.stderr));
 }
 
+/// A page store small enough for a debug build, on tmpfs.
+const SMALL_STORE: [&str; 6] = ["--device", "tmpfs", "--buffer-pool-bytes", "16777216", "--log-capacity", "8388608"];
+
 /// `redolog bench --workload oltp_write_only`: sysbench's shape on the page
 /// store — prepare, interval lines, the summary, no failed transaction —
 /// and its JSON and plot.
@@ -284,28 +287,28 @@ fn bench_refuses_options_its_workload_does_not_take() {
 fn bench_oltp_runs_sysbench_shaped_transactions_on_the_page_store() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (json, svg) = (dir.path().join("oltp.json"), dir.path().join("oltp.svg"));
-    let stdout = bench(&[
-        "--json",
-        json.to_str().expect("utf-8 path"),
-        "--plot",
-        svg.to_str().expect("utf-8 path"),
-        "--workload",
-        "oltp_write_only",
-        "--tables",
-        "2",
-        "--table-size",
-        "500",
-        "--threads",
-        "2",
-        "--time",
-        "1",
-        "--device",
-        "tmpfs",
-        "--buffer-pool-bytes",
-        "16777216",
-        "--log-capacity",
-        "8388608",
-    ]);
+    let stdout = bench(
+        &[
+            &SMALL_STORE[..],
+            &[
+                "--json",
+                json.to_str().expect("utf-8 path"),
+                "--plot",
+                svg.to_str().expect("utf-8 path"),
+                "--workload",
+                "oltp_write_only",
+                "--tables",
+                "2",
+                "--table-size",
+                "500",
+                "--threads",
+                "2",
+                "--time",
+                "1",
+            ],
+        ]
+        .concat(),
+    );
     assert!(stdout.contains("prepared 2 tables of 500 rows"), "{stdout}");
     let transactions: u64 = stdout
         .lines()
@@ -330,20 +333,7 @@ fn bench_oltp_runs_sysbench_shaped_transactions_on_the_page_store() {
 /// count, seed-wakeup's two closed windows with their wait counters.
 #[test]
 fn bench_runs_the_engine_scenarios() {
-    let small = [
-        "--tables",
-        "1",
-        "--table-size",
-        "300",
-        "--time",
-        "0.3",
-        "--device",
-        "tmpfs",
-        "--buffer-pool-bytes",
-        "16777216",
-        "--log-capacity",
-        "8388608",
-    ];
+    let small = [&SMALL_STORE[..], &["--tables", "1", "--table-size", "300", "--time", "0.3"]].concat();
     let stdout = bench(&[&["--scenario", "seed-convoy", "--threads", "2"][..], &small].concat());
     assert!(stdout.contains("MySQL bug #68555"), "{stdout}");
     let row = stdout

@@ -116,8 +116,6 @@ impl WorkloadArg {
 /// The first flag given that only `--workload log` takes, if any.
 fn log_only_flag(options: &BenchOptions) -> Option<&'static str> {
     [
-        ("--json", options.json.is_some()),
-        ("--plot", options.plot.is_some()),
         ("--scenario", options.scenario.is_some()),
         ("--async", options.async_tasks),
         ("--no-wait", options.no_wait),
@@ -127,6 +125,18 @@ fn log_only_flag(options: &BenchOptions) -> Option<&'static str> {
     .into_iter()
     .find_map(|(flag, given)| given.then_some(flag))
 }
+
+/// The first output flag given (`--workload log` and `oltp_*` take them;
+/// `raft` does not), if any.
+fn output_flag(options: &BenchOptions) -> Option<&'static str> {
+    [("--json", options.json.is_some()), ("--plot", options.plot.is_some())]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+}
+
+/// The default `--threads` (clap's `default_value` spells it as text; a
+/// test checks the two agree).
+const DEFAULT_THREADS: [usize; 4] = [1, 4, 16, 64];
 
 /// Options of `redolog bench`.
 #[derive(Clone, Debug, Args)]

@@ -280,11 +280,8 @@ fn run_point(
         stop.store(true, Ordering::Relaxed);
     });
     let elapsed = started.elapsed();
-    let (transactions, engine) = summary(system, before.as_ref(), &clients, elapsed, failed.load(Ordering::Relaxed));
-    let mut latency = new_histogram();
-    for client in &clients {
-        let _ = latency.add(&client.lock().total);
-    }
+    let (transactions, latency, engine) =
+        summary(system, before.as_ref(), &clients, elapsed, failed.load(Ordering::Relaxed));
     let log_counters = system
         .log_counters()
         .into_iter()
@@ -337,15 +334,15 @@ fn report(clients: &[Mutex<Client>], threads: usize, options: &BenchOptions, sta
 }
 
 /// sysbench's summary, and the engine's counters over this point (the
-/// longest wait: since the store opened); returns the transactions and
-/// those counters.
+/// longest wait: since the store opened); returns the transactions, their
+/// latencies and those counters.
 fn summary(
     system: &dyn OltpSystem,
     before: Option<&EngineStats>,
     clients: &[Mutex<Client>],
     elapsed: Duration,
     failed: u64,
-) -> (u64, Option<EngineStats>) {
+) -> (u64, Histogram<u64>, Option<EngineStats>) {
     let mut latency = new_histogram();
     let mut transactions = 0;
     for client in clients {
@@ -365,20 +362,8 @@ fn summary(
     println!("         avg:                            {:.2}", latency.mean() / 1000.0);
     println!("         max:                            {:.2}", ms(latency.max()));
     println!("         95th percentile:                {:.2}", ms(latency.value_at_quantile(0.95)));
-    let (Some(stats), Some(before)) = (system.engine_stats(), before) else { return (transactions, None) };
-    let delta = EngineStats {
-        free_check_waits: stats.free_check_waits - before.free_check_waits,
-        free_check_wait_us: stats.free_check_wait_us - before.free_check_wait_us,
-        pages_flushed: stats.pages_flushed - before.pages_flushed,
-        checkpoints: stats.checkpoints - before.checkpoints,
-        free_check_slow_paths: stats.free_check_slow_paths - before.free_check_slow_paths,
-        pages_dirtied: stats.pages_dirtied - before.pages_dirtied,
-        page_latch: stats.page_latch - before.page_latch,
-        index_lock: stats.index_lock - before.index_lock,
-        lru_pages_flushed: stats.lru_pages_flushed - before.lru_pages_flushed,
-        log_end: stats.log_end - before.log_end,
-        ..stats
-    };
+    let (Some(stats), Some(before)) = (system.engine_stats(), before) else { return (transactions, latency, None) };
+    let delta = stats.since(before);
     println!(
         "engine: free check waits {} ({:.2} ms total, {:.2} ms max), slow paths {}, pages flushed {}, checkpoints {}, \
          checkpoint age {} KiB, background {}",
@@ -409,7 +394,7 @@ fn summary(
         (delta.pages_dirtied * redolog_pagestore::PAGE_BYTES as u64) as f64 / (1 << 20) as f64,
         (delta.pages_dirtied * redolog_pagestore::PAGE_BYTES as u64) as f64 / delta.log_end.max(1) as f64
     );
-    (transactions, Some(delta))
+    (transactions, latency, Some(delta))
 }
 
 /// The systems of this build: the page store, and with `--features peers`
@@ -497,14 +482,19 @@ fn paired(points: &[Point], system: &str, baseline: &str, threads: usize) -> f64
     )
 }
 
+/// A log counter of `system` at `threads`, summed over the rounds.
+fn log_counter(points: &[Point], system: &str, threads: usize, counter: &str) -> u64 {
+    points_of(points, system, threads)
+        .flat_map(|point| &point.log_counters)
+        .filter(|(name, _)| name == counter)
+        .map(|(_, value)| value)
+        .sum()
+}
+
 /// A log counter of `system` at `threads`, per transaction over the rounds.
 fn per_transaction(points: &[Point], system: &str, threads: usize, counter: &str) -> f64 {
-    let (mut value, mut transactions) = (0, 0);
-    for point in points_of(points, system, threads) {
-        value += point.log_counters.iter().find(|(name, _)| name == counter).map_or(0, |(_, value)| *value);
-        transactions += point.transactions;
-    }
-    value as f64 / transactions.max(1) as f64
+    let transactions: u64 = points_of(points, system, threads).map(|point| point.transactions).sum();
+    log_counter(points, system, threads, counter) as f64 / transactions.max(1) as f64
 }
 
 /// An engine counter of `system` at `threads`, per 1,000 transactions over
@@ -522,8 +512,7 @@ fn per_1k_transactions(points: &[Point], system: &str, threads: usize, counter: 
 /// systems' order alternating from one count to the next; prints sysbench's
 /// lines per point and a table of transactions per second at the end.
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
-    let outputs_cleared = BenchOptions { json: None, plot: None, ..options.clone() };
-    if let Some(flag) = super::log_only_flag(&outputs_cleared) {
+    if let Some(flag) = super::log_only_flag(options) {
         return Err(format!("{flag} does not apply to --workload {}", options.workload.name()).into());
     }
     let workdir = options.device.work_dir(options.dir.as_deref(), "redolog-bench-oltp-")?;
@@ -584,11 +573,7 @@ pub fn seed_wakeup(options: &BenchOptions) -> Result<(), BoxError> {
             per_transaction(&points, system, 64, "log_on_recent_written_waits"),
             per_transaction(&points, system, 64, "log_on_recent_closed_waits"),
             per_transaction(&points, system, 64, "log_on_recent_closed_wait_loops"),
-            points_of(&points, system, 64)
-                .flat_map(|point| &point.log_counters)
-                .filter(|(name, _)| name == "log_on_recent_closed_timeouts_with_work")
-                .map(|(_, value)| value)
-                .sum::<u64>(),
+            log_counter(&points, system, 64, "log_on_recent_closed_timeouts_with_work"),
         );
     }
     write_outputs(options, Some("seed-wakeup"), &points)
@@ -602,7 +587,7 @@ pub fn seed_wakeup(options: &BenchOptions) -> Result<(), BoxError> {
 pub fn seed_convoy(options: &BenchOptions) -> Result<(), BoxError> {
     // The seed's client counts, unless --threads says otherwise.
     let threads =
-        if options.threads == [1, 4, 16, 64] { vec![8, 16, 32, 64, 128, 256] } else { options.threads.clone() };
+        if options.threads == super::DEFAULT_THREADS { vec![8, 16, 32, 64, 128, 256] } else { options.threads.clone() };
     let options =
         &BenchOptions { workload: WorkloadArg::OltpUpdateNonIndex, threads, scenario: None, ..options.clone() };
     let workdir = options.device.work_dir(options.dir.as_deref(), "redolog-bench-oltp-")?;

@@ -24,7 +24,6 @@ use super::{BenchOptions, BoxError};
 /// The SQLite peer.
 pub struct SqliteOltp {
     connection: Mutex<Connection>,
-    tables: usize,
     /// Per table: the INSERT, the two UPDATEs and the DELETE, in
     /// [`Statement`]'s order (prepared once each, through the connection's
     /// statement cache).
@@ -72,7 +71,7 @@ impl SqliteOltp {
                 ]
             })
             .collect();
-        Ok(SqliteOltp { connection: Mutex::new(connection), tables, sql })
+        Ok(SqliteOltp { connection: Mutex::new(connection), sql })
     }
 
     fn statement(&self, connection: &Connection, statement: &Statement) -> Result<(), BoxError> {
@@ -124,7 +123,7 @@ impl OltpSystem for SqliteOltp {
     fn prepare(&mut self, options: &BenchOptions) -> Result<(), BoxError> {
         let connection = self.connection.get_mut();
         // sysbench's prepare: the rows in bulk, then the secondary index.
-        for table in 0..self.tables {
+        for table in 0..self.sql.len() {
             let rows: Vec<Row> = prepared_rows(table, options.table_size).collect();
             for chunk in rows.chunks(10_000) {
                 let transaction = connection.transaction()?;

@@ -146,7 +146,7 @@ async fn point(store: &str, dir: &Path, clients: usize, options: &BenchOptions) 
 /// Runs the cluster benchmark at each `--threads` count (clients) and prints
 /// the table.
 pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
-    if let Some(flag) = super::log_only_flag(options) {
+    if let Some(flag) = super::log_only_flag(options).or_else(|| super::output_flag(options)) {
         return Err(format!(
             "{flag} does not apply to --workload raft (it takes --tasks, --time, --rounds, --record-bytes, \
              --device, --dir, --stores and --report-interval)"

@@ -350,6 +350,7 @@ mod tests {
     fn scenarios_set_the_seeds_settings() {
         let base =
             Cli::parse_from(["bench", "--device", "tmpfs", "--seconds", "5", "--rounds", "4", "--no-wait"]).options;
+        assert_eq!(base.threads, super::super::DEFAULT_THREADS, "the --threads default and its constant agree");
         let expect = [
             ("seed-wakeup", vec![64], DurabilityArg::Synced, None),
             ("seed-cpu-quota", vec![64], DurabilityArg::Synced, Some(1.0)),
