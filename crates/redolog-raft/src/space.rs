@@ -1,0 +1,56 @@
+//! Space: a purge lets the store checkpoint the log at the group of the
+//! first entry it keeps, after re-appending what a checkpoint must not drop
+//! (docs/RAFT.md, "Space").
+
+use std::sync::Arc;
+
+use openraft::async_runtime::AsyncOneshotSendExt;
+use openraft::{AsyncRuntime, RaftTypeConfig};
+use redolog::Durability;
+
+use crate::error::Error;
+use crate::record::{self, Kept};
+use crate::state::Shared;
+
+/// Checkpoints the log at the group of the first entry kept, once that
+/// frees an eighth of the log: first the vote, the committed id and the
+/// purge point are appended again and made durable after it, so the
+/// checkpoint drops none of them (docs/RAFT.md, "Space").
+pub(crate) async fn reclaim<C: RaftTypeConfig>(shared: &Arc<Shared<C>>) -> Result<(), Error> {
+    let (target, kept) = {
+        let state = shared.state();
+        let target = state.entries.first_key_value().map_or(state.end, |(_, slot)| slot.group);
+        if target.as_u64().saturating_sub(state.checkpoint.as_u64()) < shared.capacity / 8 {
+            return Ok(());
+        }
+        (
+            target,
+            Kept::<C> { vote: state.vote.clone(), committed: state.committed.clone(), purged: state.purged.clone() },
+        )
+    };
+    let end = shared.append_group(&[record::state(&kept)?], |_, appended| appended.end)?;
+    shared.log.wait_async(end, Durability::Synced).await?;
+    // A checkpoint writes and syncs a checkpoint block: it runs on a
+    // thread of its own (one per eighth of the log), so no executor thread
+    // blocks on the disk; the purge awaits it.
+    let (done, checkpointed) = C::AsyncRuntime::oneshot();
+    let on_thread_shared = shared.clone();
+    let spawned = std::thread::Builder::new().name("redolog-raft-checkpoint".into()).spawn(move || {
+        let result = on_thread_shared.log.checkpoint(target);
+        // Let go of the log before answering: a store dropped right after
+        // the purge must close it (and free its directory) at once.
+        drop(on_thread_shared);
+        let _ = done.send(result);
+    });
+    let on_thread = match spawned {
+        Ok(_) => checkpointed.await.ok(),
+        Err(_) => None,
+    };
+    match on_thread {
+        Some(result) => result?,
+        // No thread to spare, or it ended without an answer: checkpoint here.
+        None => shared.log.checkpoint(target)?,
+    }
+    shared.state().checkpoint = target;
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! The store's view of the log — the vote, the committed id, the purge point
+//! and the position index of the entries, with a cache of the newest — and
+//! the one path that appends to the log, which keeps that view in step with
+//! it.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+use openraft::{LogId, RaftTypeConfig, Vote};
+use redolog::{Log, Lsn};
+
+use crate::error::Error;
+
+/// Entries kept in memory beyond those not yet durable: reads of the newest
+/// entries (replication to followers that keep up) never touch the files.
+pub(crate) const CACHED_ENTRIES: usize = 4096;
+
+/// Where an entry lives, and the entry itself while it is cached.
+pub(crate) struct Slot<C: RaftTypeConfig> {
+    pub log_id: LogId<C::NodeId>,
+    /// The start of its group: where the live reader starts.
+    pub group: Lsn,
+    /// The end of its group: the entry is durable once the log is.
+    pub end: Lsn,
+    /// Its record number in the group.
+    pub record: usize,
+    pub cached: Option<C::Entry>,
+}
+
+/// The store's view of the log, behind one mutex (never held across I/O or
+/// an await).
+pub(crate) struct State<C: RaftTypeConfig> {
+    pub vote: Option<Vote<C::NodeId>>,
+    pub committed: Option<LogId<C::NodeId>>,
+    pub purged: Option<LogId<C::NodeId>>,
+    pub entries: BTreeMap<u64, Slot<C>>,
+    /// The end of the last group: the next group starts here.
+    pub end: Lsn,
+    /// The last checkpoint: recovery starts here.
+    pub checkpoint: Lsn,
+    /// Entries below this index hold no cached entry.
+    pub uncached_below: u64,
+    /// The committed id `save_committed` was given, encoded, not yet in the
+    /// log: it goes first in the next group the store appends (or is
+    /// appended when the store closes), so it costs no fdatasync of its own.
+    pub pending_committed: Option<Vec<u8>>,
+}
+
+impl<C: RaftTypeConfig> State<C> {
+    pub fn truncate(&mut self, since: u64) {
+        // The common case, an append past the last entry, has nothing to cut:
+        // `split_off` would still walk and rebuild the tree's right edge.
+        if self.entries.last_key_value().is_some_and(|(&last, _)| last >= since) {
+            drop(self.entries.split_off(&since));
+        }
+    }
+
+    /// An entry at `index` replaces the one there and every one after it
+    /// (Raft's log matching: a new entry at an index ends the old suffix).
+    pub fn insert(&mut self, index: u64, slot: Slot<C>) {
+        self.truncate(index);
+        self.entries.insert(index, slot);
+    }
+
+    pub fn purge(&mut self, upto: LogId<C::NodeId>) {
+        self.entries = self.entries.split_off(&(upto.index + 1));
+        if self.purged.as_ref().is_none_or(|purged| purged.index < upto.index) {
+            self.purged = Some(upto);
+        }
+    }
+
+    /// Drops cached entries that are durable, oldest first, down to
+    /// `CACHED_ENTRIES`.
+    pub fn evict(&mut self, durable: Lsn) {
+        let Some((&last, _)) = self.entries.last_key_value() else { return };
+        let keep_from = last.saturating_sub(CACHED_ENTRIES as u64 - 1);
+        for (&index, slot) in self.entries.range_mut(self.uncached_below..keep_from) {
+            if slot.end > durable {
+                break;
+            }
+            slot.cached = None;
+            self.uncached_below = index + 1;
+        }
+    }
+}
+
+/// What the clones of a store share.
+pub(crate) struct Shared<C: RaftTypeConfig> {
+    pub log: Log,
+    state: Mutex<State<C>>,
+    /// The log's capacity: a purge checkpoints once an eighth of it is free
+    /// to reclaim.
+    pub capacity: u64,
+}
+
+impl<C: RaftTypeConfig> Drop for Shared<C> {
+    /// Appends the pending committed id; the log's own drop then writes and
+    /// syncs it.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(record) = state.pending_committed.take() {
+            // Best effort, as the log's drop is: the committed id is a hint
+            // (docs/RAFT.md, "Durability").
+            let _ = self.log.append_group(&[&record]);
+        }
+    }
+}
+
+/// Where a group went.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Appended {
+    pub start: Lsn,
+    pub end: Lsn,
+    /// The number, in the group, of the first record the caller gave (1
+    /// when the pending committed id went first).
+    pub first: usize,
+}
+
+impl<C: RaftTypeConfig> Shared<C> {
+    pub fn new(log: Log, state: State<C>, capacity: u64) -> Self {
+        Shared { log, state: Mutex::new(state), capacity }
+    }
+
+    /// The view, locked (never across I/O or an await).
+    pub fn state(&self) -> MutexGuard<'_, State<C>> {
+        // A panic while holding the lock leaves maps that are still whole:
+        // every update is one map operation.
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Appends `records` as one group, after the pending committed id if
+    /// there is one, and hands `update` the locked view and where the group
+    /// went.
+    ///
+    /// The view stays locked across the log's append (RS-1, docs/RAFT.md,
+    /// "Appends"): the group starts where the view's `end` says and the view
+    /// learns the group before anyone else appends, whoever appends — a
+    /// clone of the store, a purge's checkpoint record, the close-time
+    /// committed id. The append does no I/O; it waits only when the log's
+    /// buffer is full. (A failed append poisons the log: the pending id has
+    /// nowhere left to go.)
+    pub fn append_group<R>(
+        &self,
+        records: &[Vec<u8>],
+        update: impl FnOnce(&mut State<C>, Appended) -> R,
+    ) -> Result<R, Error> {
+        let mut state = self.state();
+        let pending = state.pending_committed.take();
+        let refs: Vec<&[u8]> = pending.iter().chain(records).map(Vec::as_slice).collect();
+        let end = self.log.append_group(&refs)?;
+        let start = std::mem::replace(&mut state.end, end);
+        Ok(update(&mut state, Appended { start, end, first: usize::from(pending.is_some()) }))
+    }
+}
