@@ -34,6 +34,7 @@ mod background;
 mod btree;
 mod buffer_pool;
 mod datafile;
+mod error;
 mod mtr;
 mod page;
 mod recovery;
@@ -46,6 +47,7 @@ pub use background::{EngineStats, FreeCheck};
 pub use btree::{allocate, format_meta, BTree, Outcome, META_PAGE};
 pub use buffer_pool::{BufferPool, Frame, FrameData, LRU_SCAN_DEPTH};
 pub use datafile::{DataFile, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, DOUBLEWRITE_PAGES};
+pub use error::{Error, Result};
 pub use mtr::Mtr;
 pub use page::{Format, Page, PageKind, PageNo, HEADER_BYTES, NEXT_OFFSET, PAGE_BYTES};
 pub use recovery::{replay, Replayed};
@@ -53,52 +55,3 @@ pub use redo::Redo;
 pub use store::{Options, PageStore, TABLES_MAX};
 pub use table::{Row, Scan, Table, C_BYTES, PAD_BYTES, ROW_BYTES};
 pub use waits::Waits;
-
-use redolog::Lsn;
-
-/// Why the page store could not read, write or recover.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The log failed (its error says how).
-    #[error(transparent)]
-    Log(#[from] redolog::Error),
-    /// Reading, writing or syncing the data file failed.
-    #[error("data file {path}: {source}")]
-    Io {
-        /// The data file.
-        path: std::path::PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// A page read from the data file is not a sound page.
-    #[error("page {page}: {reason}")]
-    CorruptPage {
-        /// The page's number.
-        page: PageNo,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// A change a mini-transaction asked for that does not fit its page (or
-    /// names a page it did not latch); the page is unchanged.
-    #[error("page {page}: {reason}")]
-    Change {
-        /// The page.
-        page: PageNo,
-        /// Why the change does not fit.
-        reason: String,
-    },
-    /// A redo record that cannot be decoded, or that does not fit the page
-    /// it names.
-    #[error("redo record {record} of the group at LSN {lsn}: {reason}")]
-    BadRedo {
-        /// The group's start.
-        lsn: Lsn,
-        /// The record's number in its group, from 0.
-        record: usize,
-        /// What is wrong with it.
-        reason: String,
-    },
-}
-
-/// The page store's result.
-pub type Result<T> = std::result::Result<T, Error>;

@@ -15,7 +15,7 @@ use crate::mtr::Mtr;
 use crate::page::{PageKind, HEADER_BYTES, PAGE_BYTES};
 use crate::recovery::{replay, Replayed};
 use crate::redo::Redo;
-use crate::table::{Table, ROW_BYTES};
+use crate::table::{Table, Trees, ROW_BYTES};
 use crate::Result;
 
 // The catalog on the meta page, after its next free page number:
@@ -69,7 +69,7 @@ impl Default for Options {
 pub struct PageStore {
     engine: Arc<Engine>,
     background: Option<Background>,
-    tables: Vec<Table>,
+    tables: Vec<Trees>,
 }
 
 impl std::fmt::Debug for PageStore {
@@ -118,7 +118,7 @@ impl PageStore {
     }
 
     /// The tables the meta page lists.
-    fn catalog(pool: &BufferPool) -> Result<Vec<Table>> {
+    fn catalog(pool: &BufferPool) -> Result<Vec<Trees>> {
         let meta = pool.get(META_PAGE)?;
         let data = meta.latch().read();
         if data.page.kind() != Some(PageKind::Meta) {
@@ -130,7 +130,7 @@ impl PageStore {
             .map(|table| {
                 let (primary, secondary) =
                     (u32_at(bytes, ROOTS_OFFSET + table * 8), u32_at(bytes, ROOTS_OFFSET + table * 8 + 4));
-                Table {
+                Trees {
                     primary: BTree::open(2 * table as u32 + 1, primary, 8, ROW_BYTES),
                     secondary: BTree::open(2 * table as u32 + 2, secondary, 16, 0),
                 }
@@ -156,13 +156,13 @@ impl PageStore {
         if let Some(end) = mtr.commit()? {
             self.engine.log.wait(end, Durability::Synced)?;
         }
-        self.tables.push(Table { primary, secondary });
+        self.tables.push(Trees { primary, secondary });
         Ok(number)
     }
 
     /// Table `number`.
-    pub fn table(&self, number: usize) -> &Table {
-        &self.tables[number]
+    pub fn table(&self, number: usize) -> Table<'_> {
+        Table::new(&self.tables[number], &self.engine)
     }
 
     /// The tables.
@@ -211,7 +211,7 @@ impl PageStore {
     /// let (mut store, _) = PageStore::open(dir.path(), Options { log, ..Options::default() }).unwrap();
     /// let table = store.create_table().unwrap();
     /// let row = Row { id: 1, k: 7, c: [b'c'; C_BYTES], pad: [b'p'; PAD_BYTES] };
-    /// store.table(table).insert(&store, &row).unwrap();
+    /// store.table(table).insert(&row).unwrap();
     /// store.flush_all().unwrap();
     /// assert_eq!(store.pool().dirty_pages(), 0);
     /// assert_eq!(store.stats().checkpoint_age, 0);

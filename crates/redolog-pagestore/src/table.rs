@@ -6,9 +6,10 @@
 use parking_lot::RwLockWriteGuard;
 use redolog::Lsn;
 
+use crate::background::Engine;
 use crate::btree::{BTree, Outcome};
+use crate::buffer_pool::BufferPool;
 use crate::mtr::Mtr;
-use crate::store::PageStore;
 use crate::{Error, Result};
 
 /// Bytes of sysbench's `c CHAR(120)`.
@@ -58,11 +59,25 @@ fn secondary_key(k: u64, id: u64) -> Vec<u8> {
 /// A whole table read: its rows by `id`, its secondary entries `(k, id)`.
 pub type Scan = (Vec<Row>, Vec<(u64, u64)>);
 
-/// One table: its two trees.
+/// One table's two trees, as the store keeps them.
 #[derive(Debug)]
-pub struct Table {
+pub(crate) struct Trees {
     pub(crate) primary: BTree,
     pub(crate) secondary: BTree,
+}
+
+/// One table of a store ([`PageStore::table`](crate::PageStore::table)):
+/// its statements, each one mini-transaction on the store's engine.
+#[derive(Clone, Copy)]
+pub struct Table<'a> {
+    trees: &'a Trees,
+    engine: &'a Engine,
+}
+
+impl std::fmt::Debug for Table<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table").field("roots", &self.roots()).finish_non_exhaustive()
+    }
 }
 
 /// Index locks held for one attempt: shared (optimistic) or exclusive.
@@ -71,25 +86,29 @@ enum Held<'a> {
     Exclusive(#[allow(dead_code)] [RwLockWriteGuard<'a, ()>; 2]),
 }
 
-impl Table {
+impl<'a> Table<'a> {
+    pub(crate) fn new(trees: &'a Trees, engine: &'a Engine) -> Self {
+        Table { trees, engine }
+    }
+
+    fn pool(&self) -> &'a BufferPool {
+        &self.engine.pool
+    }
+
     /// The primary and secondary trees' roots.
     pub fn roots(&self) -> (u32, u32) {
-        (self.primary.root(), self.secondary.root())
+        (self.trees.primary.root(), self.trees.secondary.root())
     }
 
     /// Runs `body` as one mini-transaction: first optimistically (both
     /// index locks shared); if a leaf is full, again with both exclusive,
     /// the first attempt's changes put back by its mini-transaction's drop.
     /// Index locks are taken in tree order: primary, then secondary.
-    fn statement(
-        &self,
-        store: &PageStore,
-        body: impl Fn(&mut Mtr<'_>, bool) -> Result<Outcome>,
-    ) -> Result<(Outcome, Option<Lsn>)> {
-        store.free_check()?;
+    fn statement(&self, body: impl Fn(&mut Mtr<'_>, bool) -> Result<Outcome>) -> Result<(Outcome, Option<Lsn>)> {
+        self.engine.free_check()?;
         for pessimistic in [false, true] {
-            let site = &store.pool().waits.index_lock;
-            let (primary, secondary) = (self.primary.lock(), self.secondary.lock());
+            let site = &self.pool().waits.index_lock;
+            let (primary, secondary) = (self.trees.primary.lock(), self.trees.secondary.lock());
             let _held = if pessimistic {
                 Held::Exclusive([
                     site.take(|| primary.try_write(), || primary.write()),
@@ -101,19 +120,22 @@ impl Table {
                     site.take(|| secondary.try_read(), || secondary.read()),
                 ])
             };
-            let mut mtr = store.mtr();
+            let mut mtr = Mtr::new(&self.engine.pool, &self.engine.log);
             match body(&mut mtr, pessimistic)? {
                 Outcome::Full => continue,
                 outcome => return Ok((outcome, mtr.commit()?)),
             }
         }
-        Err(Error::Change { page: self.primary.root(), reason: "a leaf stayed full with the index locks held".into() })
+        Err(Error::Change {
+            page: self.trees.primary.root(),
+            reason: "a leaf stayed full with the index locks held".into(),
+        })
     }
 
     fn insert_into(
         tree: &BTree,
         mtr: &mut Mtr<'_>,
-        store: &PageStore,
+        pool: &BufferPool,
         pessimistic: bool,
         key: &[u8],
         value: &[u8],
@@ -121,33 +143,36 @@ impl Table {
         if pessimistic {
             tree.insert_pessimistic(mtr, key, value)
         } else {
-            tree.insert_optimistic(mtr, store.pool(), key, value)
+            tree.insert_optimistic(mtr, pool, key, value)
         }
     }
 
     /// `INSERT`: the row in both trees; `NotApplicable` if `id` exists.
-    pub fn insert(&self, store: &PageStore, row: &Row) -> Result<(Outcome, Option<Lsn>)> {
-        self.statement(store, |mtr, pessimistic| {
+    pub fn insert(&self, row: &Row) -> Result<(Outcome, Option<Lsn>)> {
+        self.statement(|mtr, pessimistic| {
             let key = primary_key(row.id);
-            match Self::insert_into(&self.primary, mtr, store, pessimistic, &key, &row.value())? {
+            match Self::insert_into(&self.trees.primary, mtr, self.pool(), pessimistic, &key, &row.value())? {
                 Outcome::Done => {}
                 other => return Ok(other),
             }
-            Self::insert_into(&self.secondary, mtr, store, pessimistic, &secondary_key(row.k, row.id), &[])
+            Self::insert_into(&self.trees.secondary, mtr, self.pool(), pessimistic, &secondary_key(row.k, row.id), &[])
         })
     }
 
     /// `UPDATE … SET c = ? WHERE id = ?` (sysbench's non-index update).
-    pub fn update_c(&self, store: &PageStore, id: u64, c: &[u8; C_BYTES]) -> Result<(Outcome, Option<Lsn>)> {
-        self.statement(store, |mtr, _| self.primary.update(mtr, store.pool(), &primary_key(id), C_OFFSET, c))
+    pub fn update_c(&self, id: u64, c: &[u8; C_BYTES]) -> Result<(Outcome, Option<Lsn>)> {
+        self.statement(|mtr, _| self.trees.primary.update(mtr, self.pool(), &primary_key(id), C_OFFSET, c))
     }
 
     /// `UPDATE … SET k = k + 1 WHERE id = ?` (sysbench's index update): the
     /// row's `k`, and its secondary entry moved.
-    pub fn increment_k(&self, store: &PageStore, id: u64) -> Result<(Outcome, Option<Lsn>)> {
-        self.statement(store, |mtr, pessimistic| {
-            let Some(k) =
-                self.primary.get_in(mtr, store.pool(), &primary_key(id))?.map(|value| Row::from_record(id, &value).k)
+    pub fn increment_k(&self, id: u64) -> Result<(Outcome, Option<Lsn>)> {
+        self.statement(|mtr, pessimistic| {
+            let Some(k) = self
+                .trees
+                .primary
+                .get_in(mtr, self.pool(), &primary_key(id))?
+                .map(|value| Row::from_record(id, &value).k)
             else {
                 return Ok(Outcome::NotApplicable);
             };
@@ -156,43 +181,43 @@ impl Table {
             // changes: two statements moving entries between the same two
             // leaves in opposite directions would otherwise wait for each
             // other.
-            self.secondary.latch_leaves(mtr, store.pool(), &[&old, &new])?;
-            if Self::insert_into(&self.secondary, mtr, store, pessimistic, &new, &[])? == Outcome::Full {
+            self.trees.secondary.latch_leaves(mtr, self.pool(), &[&old, &new])?;
+            if Self::insert_into(&self.trees.secondary, mtr, self.pool(), pessimistic, &new, &[])? == Outcome::Full {
                 return Ok(Outcome::Full);
             }
-            self.secondary.delete(mtr, store.pool(), &old)?;
-            self.primary.update(mtr, store.pool(), &primary_key(id), K_OFFSET, &(k + 1).to_le_bytes())
+            self.trees.secondary.delete(mtr, self.pool(), &old)?;
+            self.trees.primary.update(mtr, self.pool(), &primary_key(id), K_OFFSET, &(k + 1).to_le_bytes())
         })
     }
 
     /// `DELETE … WHERE id = ?`: the row and its secondary entry.
-    pub fn delete(&self, store: &PageStore, id: u64) -> Result<(Outcome, Option<Lsn>)> {
-        self.statement(store, |mtr, _| {
-            let Some(value) = self.primary.get_in(mtr, store.pool(), &primary_key(id))? else {
+    pub fn delete(&self, id: u64) -> Result<(Outcome, Option<Lsn>)> {
+        self.statement(|mtr, _| {
+            let Some(value) = self.trees.primary.get_in(mtr, self.pool(), &primary_key(id))? else {
                 return Ok(Outcome::NotApplicable);
             };
             let row = Row::from_record(id, &value);
-            self.primary.delete(mtr, store.pool(), &primary_key(id))?;
-            self.secondary.delete(mtr, store.pool(), &secondary_key(row.k, id))
+            self.trees.primary.delete(mtr, self.pool(), &primary_key(id))?;
+            self.trees.secondary.delete(mtr, self.pool(), &secondary_key(row.k, id))
         })
     }
 
     /// The row with this `id`.
-    pub fn get(&self, store: &PageStore, id: u64) -> Result<Option<Row>> {
-        Ok(self.primary.get(store.pool(), &primary_key(id))?.map(|value| Row::from_record(id, &value)))
+    pub fn get(&self, id: u64) -> Result<Option<Row>> {
+        Ok(self.trees.primary.get(self.pool(), &primary_key(id))?.map(|value| Row::from_record(id, &value)))
     }
 
     /// Every row, and every secondary entry as `(k, id)`, in key order: for
     /// checks that both indexes agree.
-    pub fn scan(&self, store: &PageStore) -> Result<Scan> {
-        let rows = self.primary.scan(store.pool())?;
+    pub fn scan(&self) -> Result<Scan> {
+        let rows = self.trees.primary.scan(self.pool())?;
         let rows = rows
             .iter()
             .map(|record| {
                 Row::from_record(u64::from_be_bytes(record[..8].try_into().unwrap_or_default()), &record[8..])
             })
             .collect();
-        let entries = self.secondary.scan(store.pool())?;
+        let entries = self.trees.secondary.scan(self.pool())?;
         let entries = entries
             .iter()
             .map(|record| {

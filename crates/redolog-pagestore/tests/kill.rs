@@ -97,10 +97,10 @@ impl Statement {
     fn run(&self, store: &PageStore) -> (Outcome, Option<redolog::Lsn>) {
         let table = store.table(0);
         match *self {
-            Statement::Insert { id, k, c } => table.insert(store, &row(id, k, c)),
-            Statement::UpdateC { id, c } => table.update_c(store, id, &[c; C_BYTES]),
-            Statement::IncrementK { id } => table.increment_k(store, id),
-            Statement::Delete { id } => table.delete(store, id),
+            Statement::Insert { id, k, c } => table.insert(&row(id, k, c)),
+            Statement::UpdateC { id, c } => table.update_c(id, &[c; C_BYTES]),
+            Statement::IncrementK { id } => table.increment_k(id),
+            Statement::Delete { id } => table.delete(id),
         }
         .expect("a statement")
     }
@@ -137,12 +137,12 @@ fn kill_child() {
     if store.tables() == 0 {
         store.create_table().expect("table");
         for id in 0..PRELOADED {
-            let (_, end) = store.table(0).insert(&store, &row(id, id % 40, 0)).expect("load");
+            let (_, end) = store.table(0).insert(&row(id, id % 40, 0)).expect("load");
             store.commit_wait(end, 1).expect("durable");
         }
     }
     println!("ready");
-    let (rows, _) = store.table(0).scan(&store).expect("scan");
+    let (rows, _) = store.table(0).scan().expect("scan");
     let next_new = rows.last().map_or(0, |row| row.id + 1);
     std::thread::scope(|scope| {
         scope.spawn(|| loop {
@@ -207,7 +207,7 @@ fn run_child(dir: &Path, delay: Duration) -> Vec<(Vec<Statement>, Option<Stateme
 /// returns the state found (the next round's model).
 fn check(dir: &Path, round: usize, model: &BTreeMap<u64, Row>, in_flight: &[Statement]) -> BTreeMap<u64, Row> {
     let (store, _) = PageStore::open(dir, options()).expect("reopen");
-    let (rows, entries) = store.table(0).scan(&store).expect("scan");
+    let (rows, entries) = store.table(0).scan().expect("scan");
     let found: BTreeMap<u64, Row> = rows.iter().map(|row| (row.id, row.clone())).collect();
     let mut secondary: Vec<(u64, u64)> = rows.iter().map(|row| (row.k, row.id)).collect();
     secondary.sort_unstable();

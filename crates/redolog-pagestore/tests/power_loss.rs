@@ -53,17 +53,17 @@ fn run_workload(storage: &CrashStorage) -> (Vec<Moment>, Acks) {
             0 | 1 => {
                 let new = row(1000 + step, step % 13, step as u8);
                 rows.insert(new.id, new.clone());
-                table.insert(&store, &new).expect("insert")
+                table.insert(&new).expect("insert")
             }
             2 => {
                 if let Some(row) = rows.get_mut(&(1000 + id)) {
                     row.k += 1;
                 }
-                table.increment_k(&store, 1000 + id).expect("k + 1")
+                table.increment_k(1000 + id).expect("k + 1")
             }
             _ => {
                 rows.remove(&(1000 + id));
-                table.delete(&store, 1000 + id).expect("delete")
+                table.delete(1000 + id).expect("delete")
             }
         };
         store.commit_wait(end, 1).expect("durable");
@@ -85,7 +85,7 @@ fn reopen(state: &CrashState, mode: CrashMode, context: &str) -> BTreeMap<u64, R
     let image = state.crash(mode);
     let (store, _) = PageStore::open_with_storage(Path::new(DIR), options(), image.to_storage())
         .unwrap_or_else(|error| panic!("{context}: reopen: {error}"));
-    let (rows, entries) = store.table(0).scan(&store).unwrap_or_else(|error| panic!("{context}: scan: {error}"));
+    let (rows, entries) = store.table(0).scan().unwrap_or_else(|error| panic!("{context}: scan: {error}"));
     let mut secondary: Vec<(u64, u64)> = rows.iter().map(|row| (row.k, row.id)).collect();
     secondary.sort_unstable();
     assert_eq!(entries, secondary, "{context}: the secondary index disagrees with the rows");

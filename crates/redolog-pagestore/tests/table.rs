@@ -36,27 +36,27 @@ fn work(store: &PageStore, thread: u64, seed: u64) -> BTreeMap<u64, Option<Row>>
             0 => {
                 let new = row(next_new, rng() % 50, 1);
                 next_new += THREADS;
-                let done = table.insert(store, &new).expect("insert");
+                let done = table.insert(&new).expect("insert");
                 acked.insert(new.id, Some(new));
                 done
             }
             1 => {
                 let c = (rng() % 250) as u8 + 2;
-                let done = table.update_c(store, id, &[c; C_BYTES]).expect("update c");
+                let done = table.update_c(id, &[c; C_BYTES]).expect("update c");
                 if let Some(Some(row)) = acked.get_mut(&id) {
                     row.c = [c; C_BYTES];
                 }
                 done
             }
             2 => {
-                let done = table.increment_k(store, id).expect("k + 1");
+                let done = table.increment_k(id).expect("k + 1");
                 if let Some(Some(row)) = acked.get_mut(&id) {
                     row.k += 1;
                 }
                 done
             }
             _ => {
-                let done = table.delete(store, id).expect("delete");
+                let done = table.delete(id).expect("delete");
                 acked.insert(id, None);
                 done
             }
@@ -71,7 +71,7 @@ fn work(store: &PageStore, thread: u64, seed: u64) -> BTreeMap<u64, Option<Row>>
 fn check(dir: &Path, expected: &BTreeMap<u64, Option<Row>>) {
     let (store, replayed) = PageStore::open(dir, options()).expect("reopen");
     assert!(replayed.groups > 0, "the crash left work for the replay: {replayed:?}");
-    let (rows, entries) = store.table(0).scan(&store).expect("scan");
+    let (rows, entries) = store.table(0).scan().expect("scan");
     let expected_rows: Vec<Row> = expected.values().flatten().cloned().collect();
     assert_eq!(rows.len(), expected_rows.len());
     assert_eq!(rows, expected_rows, "every acknowledged row, with its value, and no other");
@@ -86,7 +86,7 @@ fn acknowledged_statements_survive_a_crash_with_both_indexes_agreeing() {
     let (mut store, _) = PageStore::open(dir.path(), options()).expect("open");
     store.create_table().expect("table");
     for id in 0..PRELOADED {
-        let (outcome, end) = store.table(0).insert(&store, &row(id, id % 50, 0)).expect("load");
+        let (outcome, end) = store.table(0).insert(&row(id, id % 50, 0)).expect("load");
         assert_eq!(outcome, Outcome::Done);
         store.commit_wait(end, 1).expect("durable");
     }
@@ -125,7 +125,7 @@ fn acknowledged_statements_survive_a_crash_with_both_indexes_agreeing() {
     // Reopened once more: the first open checkpointed after its replay.
     let (store, replayed) = PageStore::open(dir.path(), options()).expect("reopen again");
     assert_eq!(replayed.groups, 0, "{replayed:?}");
-    assert_eq!(store.table(0).scan(&store).expect("scan").0.len(), expected.values().flatten().count());
+    assert_eq!(store.table(0).scan().expect("scan").0.len(), expected.values().flatten().count());
 }
 
 /// A log far smaller than the work and cleaners that barely write: the
@@ -141,7 +141,7 @@ fn a_small_log_fills_and_the_free_check_makes_room() {
     let (mut store, _) = PageStore::open(dir.path(), options.clone()).expect("open");
     store.create_table().expect("table");
     for id in 0..PRELOADED {
-        store.table(0).insert(&store, &row(id, id % 50, 0)).expect("load");
+        store.table(0).insert(&row(id, id % 50, 0)).expect("load");
     }
     std::thread::scope(|scope| {
         for thread in 0..THREADS {
@@ -150,7 +150,7 @@ fn a_small_log_fills_and_the_free_check_makes_room() {
                 for round in 0..2500u64 {
                     let id = (round * 13 + thread) % PRELOADED;
                     let c = [(round % 200) as u8 + thread as u8; C_BYTES];
-                    let (outcome, _) = store.table(0).update_c(store, id - id % THREADS + thread, &c).expect("update");
+                    let (outcome, _) = store.table(0).update_c(id - id % THREADS + thread, &c).expect("update");
                     assert_eq!(outcome, Outcome::Done);
                 }
             });
@@ -160,10 +160,10 @@ fn a_small_log_fills_and_the_free_check_makes_room() {
     assert!(stats.free_check_waits > 0 && stats.checkpoints > 0, "{stats:?}");
     assert!(stats.checkpoint_age < options.log.capacity_bytes, "{stats:?}");
     store.log().wait(store.log().end_lsn(), redolog::Durability::Synced).expect("durable");
-    let expected: Vec<Row> = store.table(0).scan(&store).expect("scan").0;
+    let expected: Vec<Row> = store.table(0).scan().expect("scan").0;
     store.into_log().expect("the engine is ours alone").simulate_crash();
     let (store, _) = PageStore::open(dir.path(), options).expect("reopen");
-    assert_eq!(store.table(0).scan(&store).expect("scan").0, expected);
+    assert_eq!(store.table(0).scan().expect("scan").0, expected);
     eprintln!("free check: {stats:?}");
 }
 
@@ -180,7 +180,7 @@ fn a_pool_smaller_than_the_table_is_flushed_from_its_lru() {
     store.create_table().expect("table");
     // ~2,000 rows of 213 bytes: some 30 leaves, more than the 16 frames.
     for id in 0..2_000 {
-        store.table(0).insert(&store, &row(id, id % 50, 0)).expect("load");
+        store.table(0).insert(&row(id, id % 50, 0)).expect("load");
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while store.stats().lru_pages_flushed == 0 {
@@ -188,9 +188,9 @@ fn a_pool_smaller_than_the_table_is_flushed_from_its_lru() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     store.log().wait(store.log().end_lsn(), redolog::Durability::Synced).expect("durable");
-    let expected: Vec<Row> = store.table(0).scan(&store).expect("scan").0;
+    let expected: Vec<Row> = store.table(0).scan().expect("scan").0;
     assert_eq!(expected.len(), 2_000);
     store.into_log().expect("the engine is ours alone").simulate_crash();
     let (store, _) = PageStore::open(dir.path(), options).expect("reopen");
-    assert_eq!(store.table(0).scan(&store).expect("scan").0, expected);
+    assert_eq!(store.table(0).scan().expect("scan").0, expected);
 }
