@@ -6,7 +6,8 @@ use std::path::Path;
 use redolog::inspect::{inspect, CheckpointInfo, Inspection};
 use redolog::LogEnd;
 
-use crate::bench::BoxError;
+/// Any error the tool reports (printed, then exit 1).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn describe_end(end: LogEnd) -> String {
     match end {

@@ -1,14 +1,19 @@
-//! `redolog`: benchmark, dump and verify redolog logs.
+//! `redolog`: read a redolog log by hand — dump it or verify it.
+//!
+//! This is the tool an operator runs against a log directory. It links the
+//! library and nothing heavier: the benchmark is its own binary,
+//! `redolog-bench` (crate `redolog-bench`), so this one never replaces the
+//! process's `fdatasync` and pulls in no openraft, Tokio, RocksDB or SQLite.
 
-mod bench;
 mod inspect;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// redolog: a crash-safe concurrent redo log. Benchmark it, dump or verify logs.
+/// redolog: a crash-safe concurrent redo log. Dump or verify a log directory.
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
@@ -18,15 +23,6 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Compare redolog with same-run baselines (sysbench-style output).
-    Bench(bench::BenchOptions),
-    /// Read a log back: `Log::read_from` on the open log against reopening
-    /// it and iterating recovery, over the same bytes, in interleaved rounds.
-    ReadBack(bench::read_back::ReadBackOptions),
-    /// An openraft log store alone: redolog-raft against a RocksDB log store
-    /// (`--features peers`), appends of N entries through openraft's
-    /// `blocking_append`, in interleaved rounds.
-    RaftStore(bench::raft_store::RaftStoreOptions),
     /// Print a log's files, checkpoints and every record group.
     Dump {
         /// The log directory.
@@ -41,16 +37,23 @@ enum Command {
         /// The log directory.
         dir: PathBuf,
     },
+    /// The benchmarks moved to their own binary: `redolog-bench bench`,
+    /// `redolog-bench raft-store`, `redolog-bench read-back`.
+    #[command(name = "bench", aliases = ["raft-store", "read-back"], hide = true)]
+    Moved {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<OsString>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Bench(options) => bench::run(options),
-        Command::ReadBack(options) => bench::read_back::run(options),
-        Command::RaftStore(options) => bench::raft_store::run(options),
         Command::Dump { dir, records } => inspect::dump(dir, *records),
         Command::Verify { dir } => inspect::verify(dir).map(|summary| println!("{summary}")),
+        Command::Moved { .. } => Err("the benchmarks are the `redolog-bench` binary: `redolog-bench bench ...`, \
+                                      or from the source tree `cargo run --release -- bench ...`"
+            .into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -27,8 +27,8 @@ use raft_log::api::raft_log_writer::RaftLogWriter;
 use raft_log::codeq::{Decode, Encode};
 use raft_log::RaftLog;
 
-use super::raft_store::RaftTypes;
-use super::BoxError;
+use super::RaftTypes;
+use crate::harness::BoxError;
 
 type Failure = StorageError<u64>;
 

@@ -24,7 +24,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use parking_lot::Mutex as FastMutex;
 use redolog::{Config, Durability, Log, Lsn, Pipeline};
 
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::harness::BoxError;
 
 /// One log implementation under test.
 pub trait System: Send + Sync {

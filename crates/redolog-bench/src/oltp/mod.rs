@@ -20,39 +20,22 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
-use redolog_pagestore::{EngineStats, FreeCheck, Options, Outcome, PageStore, Row, C_BYTES, PAD_BYTES};
+use redolog_pagestore::{EngineStats, FreeCheck, Options, Outcome, PageStore};
 
-use super::report::{median, Line, LinePoint};
-use super::runner::new_histogram;
-use super::{BenchOptions, BoxError, WorkloadArg};
+pub mod options;
+#[cfg(feature = "peers")]
+pub mod rocksdb;
+#[cfg(feature = "peers")]
+pub mod sqlite;
+pub mod system;
 
-/// A small xorshift generator per client: sysbench's uniform distribution.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound.max(1)
-    }
-
-    fn row(&mut self, id: u64, table_size: u64) -> Row {
-        let c = b'0' + (self.below(10) as u8);
-        Row { id, k: self.below(table_size), c: [c; C_BYTES], pad: [b'p'; PAD_BYTES] }
-    }
-}
-
-/// The rows sysbench's `prepare` loads into table `table`: ids `0..table_size`
-/// with random `k`; every system loads the same ones.
-pub(super) fn prepared_rows(table: usize, table_size: u64) -> impl Iterator<Item = Row> {
-    let mut random = Random(0x9E37_79B9_7F4A_7C15 ^ table as u64);
-    (0..table_size).map(move |id| random.row(id, table_size))
-}
+use crate::harness::plot::{Line, LinePoint};
+use crate::harness::rounds::interleave;
+use crate::harness::run::{RunOptions, DEFAULT_THREADS};
+use crate::harness::stats::{median, new_histogram};
+use crate::harness::BoxError;
+use options::{OltpOptions, OltpWorkload};
+use system::{prepared_rows, transaction, OltpSystem, Random, Statement};
 
 /// One client's counts: transactions, and latencies this interval and in all.
 struct Client {
@@ -62,7 +45,7 @@ struct Client {
 }
 
 /// The store's options from the command line.
-fn store_options(options: &BenchOptions) -> Options {
+fn store_options(options: &OltpOptions) -> Options {
     Options {
         buffer_pool_instances: options.buffer_pool_instances,
         buffer_pool_bytes: options.buffer_pool_bytes,
@@ -75,7 +58,7 @@ fn store_options(options: &BenchOptions) -> Options {
 
 /// sysbench's `prepare`: every table filled with `--table-size` rows, the
 /// tables loaded in parallel, the commits not waited for until the end.
-fn prepare(store: &mut PageStore, options: &BenchOptions) -> Result<(), BoxError> {
+fn prepare(store: &mut PageStore, options: &OltpOptions) -> Result<(), BoxError> {
     while store.tables() < options.tables {
         store.create_table()?;
     }
@@ -86,7 +69,7 @@ fn prepare(store: &mut PageStore, options: &BenchOptions) -> Result<(), BoxError
                 let store = &*store;
                 scope.spawn(move || -> Result<(), redolog_pagestore::Error> {
                     for row in prepared_rows(table, options.table_size) {
-                        store.table(table).insert(store, &row)?;
+                        store.table(table).insert(&row)?;
                     }
                     Ok(())
                 })
@@ -110,66 +93,6 @@ fn prepare(store: &mut PageStore, options: &BenchOptions) -> Result<(), BoxError
     Ok(())
 }
 
-/// One statement of a transaction, its random choices made: every system
-/// runs the same statements.
-#[derive(Clone, Debug)]
-pub enum Statement {
-    /// INSERT of a new row.
-    Insert { table: usize, row: Row },
-    /// `UPDATE … SET c = ? WHERE id = ?`.
-    UpdateC { table: usize, id: u64, c: [u8; C_BYTES] },
-    /// `UPDATE … SET k = k + 1 WHERE id = ?`.
-    IncrementK { table: usize, id: u64 },
-    /// `DELETE … WHERE id = ?`.
-    Delete { table: usize, id: u64 },
-}
-
-/// The statements of one transaction of `workload`.
-fn transaction(
-    workload: WorkloadArg,
-    random: &mut Random,
-    options: &BenchOptions,
-    next_insert: &mut u64,
-) -> Vec<Statement> {
-    let table = random.below(options.tables as u64) as usize;
-    let id = random.below(options.table_size);
-    let c = |random: &mut Random| [b'a' + random.below(26) as u8; C_BYTES];
-    match workload {
-        WorkloadArg::OltpInsert => {
-            *next_insert += 1;
-            vec![Statement::Insert { table, row: random.row(*next_insert, options.table_size) }]
-        }
-        WorkloadArg::OltpUpdateIndex => vec![Statement::IncrementK { table, id }],
-        WorkloadArg::OltpUpdateNonIndex => vec![Statement::UpdateC { table, id, c: c(random) }],
-        _ => vec![
-            Statement::IncrementK { table, id: random.below(options.table_size) },
-            Statement::UpdateC { table, id: random.below(options.table_size), c: c(random) },
-            Statement::Delete { table, id },
-            Statement::Insert { table, row: random.row(id, options.table_size) },
-        ],
-    }
-}
-
-/// A system the workloads run on: the page store, or a peer that stores
-/// the same rows with the same durability.
-pub trait OltpSystem: Sync {
-    /// Its name in the tables.
-    fn name(&self) -> &'static str;
-    /// sysbench's `prepare`: every table filled with `--table-size` rows.
-    fn prepare(&mut self, options: &BenchOptions) -> Result<(), BoxError>;
-    /// Runs one transaction's statements and its commit wait
-    /// (`flush_log_at_trx_commit`).
-    fn run(&self, statements: &[Statement], flush_log_at_trx_commit: u8) -> Result<(), BoxError>;
-    /// The engine's counters, for the page store.
-    fn engine_stats(&self) -> Option<EngineStats> {
-        None
-    }
-    /// The log's counters (`Metrics::counters`), for the page store.
-    fn log_counters(&self) -> Vec<(String, u64)> {
-        Vec::new()
-    }
-}
-
 /// The page store as an [`OltpSystem`], under a name (the scenarios run
 /// several configurations).
 pub struct PageStoreSystem {
@@ -189,7 +112,7 @@ impl OltpSystem for PageStoreSystem {
         self.name
     }
 
-    fn prepare(&mut self, options: &BenchOptions) -> Result<(), BoxError> {
+    fn prepare(&mut self, options: &OltpOptions) -> Result<(), BoxError> {
         prepare(&mut self.store, options)
     }
 
@@ -198,10 +121,10 @@ impl OltpSystem for PageStoreSystem {
         let mut end = None;
         for statement in statements {
             let (_, last): (Outcome, _) = match statement {
-                Statement::Insert { table, row } => store.table(*table).insert(store, row)?,
-                Statement::UpdateC { table, id, c } => store.table(*table).update_c(store, *id, c)?,
-                Statement::IncrementK { table, id } => store.table(*table).increment_k(store, *id)?,
-                Statement::Delete { table, id } => store.table(*table).delete(store, *id)?,
+                Statement::Insert { table, row } => store.table(*table).insert(row)?,
+                Statement::UpdateC { table, id, c } => store.table(*table).update_c(*id, c)?,
+                Statement::IncrementK { table, id } => store.table(*table).increment_k(*id)?,
+                Statement::Delete { table, id } => store.table(*table).delete(*id)?,
             };
             end = last.or(end);
         }
@@ -240,9 +163,9 @@ pub struct Point {
 /// inserted, which would find the row there and change nothing.
 fn run_point(
     system: &dyn OltpSystem,
-    workload: WorkloadArg,
+    workload: OltpWorkload,
     (threads, serial): (usize, u64),
-    options: &BenchOptions,
+    options: &OltpOptions,
 ) -> Result<Point, BoxError> {
     let clients: Vec<Mutex<Client>> = (0..threads)
         .map(|_| Mutex::new(Client { transactions: 0, interval: new_histogram(), total: new_histogram() }))
@@ -304,14 +227,14 @@ fn run_point(
 }
 
 /// sysbench's interval lines, until `--time` is over.
-fn report(clients: &[Mutex<Client>], threads: usize, options: &BenchOptions, started: Instant) {
-    let interval = Duration::from_secs(options.report_interval.max(1));
+fn report(clients: &[Mutex<Client>], threads: usize, options: &OltpOptions, started: Instant) {
+    let interval = Duration::from_secs(options.run.report_interval.max(1));
     let mut seen = 0;
     let mut next = started + interval;
-    while started.elapsed().as_secs_f64() < options.seconds {
-        let end = (started + Duration::from_secs_f64(options.seconds)).min(next);
+    while started.elapsed().as_secs_f64() < options.run.seconds {
+        let end = (started + Duration::from_secs_f64(options.run.seconds)).min(next);
         std::thread::sleep(end.saturating_duration_since(Instant::now()));
-        if options.report_interval == 0 || Instant::now() < next {
+        if options.run.report_interval == 0 || Instant::now() < next {
             continue;
         }
         let mut latency = new_histogram();
@@ -399,14 +322,14 @@ fn summary(
 
 /// The systems of this build: the page store, and with `--features peers`
 /// RocksDB and SQLite, each in its own directory under `workdir`.
-fn systems(workdir: &Path, options: &BenchOptions) -> Result<Vec<Box<dyn OltpSystem>>, BoxError> {
+fn systems(workdir: &Path, options: &OltpOptions) -> Result<Vec<Box<dyn OltpSystem>>, BoxError> {
     #[allow(unused_mut)] // with --features peers
     let mut systems: Vec<Box<dyn OltpSystem>> =
         vec![Box::new(PageStoreSystem::open(workdir, "pagestore", store_options(options))?)];
     #[cfg(feature = "peers")]
-    systems.push(Box::new(super::oltp_rocksdb::RocksDbOltp::open(&workdir.join("rocksdb"), options.tables)?));
+    systems.push(Box::new(rocksdb::RocksDbOltp::open(&workdir.join("rocksdb"), options.tables)?));
     #[cfg(feature = "peers")]
-    systems.push(Box::new(super::oltp_sqlite::SqliteOltp::open(
+    systems.push(Box::new(sqlite::SqliteOltp::open(
         &workdir.join("sqlite"),
         options.tables,
         options.flush_log_at_trx_commit,
@@ -415,12 +338,12 @@ fn systems(workdir: &Path, options: &BenchOptions) -> Result<Vec<Box<dyn OltpSys
 }
 
 /// The first line of a run.
-fn print_heading(options: &BenchOptions) {
+fn print_heading(options: &OltpOptions) {
     println!(
         "redolog bench --workload {}: device {}, {} tables of {} rows, page store: {} buffer pool instance(s) of \
          {} MiB in all, io_capacity {}, a {} MiB log, flush_log_at_trx_commit={}",
         options.workload.name(),
-        options.device,
+        options.run.device,
         options.tables,
         options.table_size,
         options.buffer_pool_instances,
@@ -435,27 +358,26 @@ fn print_heading(options: &BenchOptions) {
 /// each `--threads` count on each system, the systems' order alternating
 /// from one point to the next, so each ratio pairs figures measured seconds
 /// apart.
-fn compare(systems: &mut [Box<dyn OltpSystem>], options: &BenchOptions) -> Result<Vec<Point>, BoxError> {
+fn compare(systems: &mut [Box<dyn OltpSystem>], options: &OltpOptions) -> Result<Vec<Point>, BoxError> {
     for system in systems.iter_mut() {
         let started = Instant::now();
         system.prepare(options)?;
         println!("{}: prepared in {:.1} s", system.name(), started.elapsed().as_secs_f64());
     }
-    let mut points = Vec::new();
-    for round in 0..options.rounds.max(1) {
-        for (point, &threads) in options.threads.iter().enumerate() {
-            let mut order: Vec<&dyn OltpSystem> = systems.iter().map(|system| &**system).collect();
-            if (round + point) % 2 == 1 {
-                order.reverse();
-            }
-            for system in order {
-                println!("\n{} threads: {threads} (round {})", system.name(), round + 1);
-                let serial = (round * options.threads.len() + point) as u64;
-                points.push(Point { round, ..run_point(system, options.workload, (threads, serial), options)? });
-            }
-        }
-    }
-    Ok(points)
+    let systems: Vec<&dyn OltpSystem> = systems.iter().map(|system| &**system).collect();
+    let measured = interleave(
+        options.run.rounds,
+        &options.run.threads,
+        &systems,
+        |_, _| true,
+        |visit| {
+            let (system, threads, round) = (*visit.system, visit.count, visit.round);
+            println!("\n{} threads: {threads} (round {})", system.name(), round + 1);
+            let serial = (round * options.run.threads.len() + visit.point) as u64;
+            Ok(Point { round, ..run_point(system, options.workload, (threads, serial), options)? })
+        },
+    )?;
+    Ok(measured.into_iter().map(|point| point.result).collect())
 }
 
 /// The points of `system` at `threads`, one per round.
@@ -511,11 +433,8 @@ fn per_1k_transactions(points: &[Point], system: &str, threads: usize, counter: 
 /// Runs an `oltp_*` workload at each `--threads` count on every system, the
 /// systems' order alternating from one count to the next; prints sysbench's
 /// lines per point and a table of transactions per second at the end.
-pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
-    if let Some(flag) = super::log_only_flag(options) {
-        return Err(format!("{flag} does not apply to --workload {}", options.workload.name()).into());
-    }
-    let workdir = options.device.work_dir(options.dir.as_deref(), "redolog-bench-oltp-")?;
+pub fn run(options: &OltpOptions) -> Result<(), BoxError> {
+    let workdir = options.run.device.work_dir(options.run.dir.as_deref(), "redolog-bench-oltp-")?;
     print_heading(options);
     let mut systems = systems(workdir.path(), options)?;
     let points = compare(&mut systems, options)?;
@@ -525,9 +444,9 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
         "threads",
         "tps",
         "pagestore / it",
-        options.rounds.max(1)
+        options.run.rounds.max(1)
     );
-    for &threads in &options.threads {
+    for &threads in &options.run.threads {
         for system in &systems {
             let name = system.name();
             println!(
@@ -544,10 +463,10 @@ pub fn run(options: &BenchOptions) -> Result<(), BoxError> {
 /// engine. sysbench's `oltp_insert` at 64 clients with the bug's
 /// `innodb_log_recent_closed_size=16384` against the default closed window;
 /// the story is the closed window's wait triad per commit.
-pub fn seed_wakeup(options: &BenchOptions) -> Result<(), BoxError> {
-    let options =
-        &BenchOptions { workload: WorkloadArg::OltpInsert, threads: vec![64], scenario: None, ..options.clone() };
-    let workdir = options.device.work_dir(options.dir.as_deref(), "redolog-bench-oltp-")?;
+pub fn seed_wakeup(options: &OltpOptions) -> Result<(), BoxError> {
+    let run = RunOptions { threads: vec![64], ..options.run.clone() };
+    let options = &OltpOptions { workload: OltpWorkload::Insert, run, ..options.clone() };
+    let workdir = options.run.device.work_dir(options.run.dir.as_deref(), "redolog-bench-oltp-")?;
     print_heading(options);
     let default = store_options(options);
     let small =
@@ -584,13 +503,16 @@ pub fn seed_wakeup(options: &BenchOptions) -> Result<(), BoxError> {
 /// a small `--io-capacity`, 1 against 8 buffer pool instances at 8 to 256
 /// clients, with the engine's free check and with the bench-only copy of
 /// MySQL 5.6.10's global flag.
-pub fn seed_convoy(options: &BenchOptions) -> Result<(), BoxError> {
+pub fn seed_convoy(options: &OltpOptions) -> Result<(), BoxError> {
     // The seed's client counts, unless --threads says otherwise.
-    let threads =
-        if options.threads == super::DEFAULT_THREADS { vec![8, 16, 32, 64, 128, 256] } else { options.threads.clone() };
-    let options =
-        &BenchOptions { workload: WorkloadArg::OltpUpdateNonIndex, threads, scenario: None, ..options.clone() };
-    let workdir = options.device.work_dir(options.dir.as_deref(), "redolog-bench-oltp-")?;
+    let threads = if options.run.threads == DEFAULT_THREADS {
+        vec![8, 16, 32, 64, 128, 256]
+    } else {
+        options.run.threads.clone()
+    };
+    let run = RunOptions { threads, ..options.run.clone() };
+    let options = &OltpOptions { workload: OltpWorkload::UpdateNonIndex, run, ..options.clone() };
+    let workdir = options.run.device.work_dir(options.run.dir.as_deref(), "redolog-bench-oltp-")?;
     print_heading(options);
     let variant = |instances: usize, free_check: FreeCheck| Options {
         buffer_pool_instances: instances,
@@ -618,7 +540,7 @@ pub fn seed_convoy(options: &BenchOptions) -> Result<(), BoxError> {
         "  {:>7} {:>11} {:>11} {:>6} {:>13} {:>13} {:>6}   free-check waits per 1k txns (1 / 8 / 5.6.10 1 / 8)",
         "clients", "1 instance", "8 instances", "8/1", "5.6.10 1 inst", "5.6.10 8 inst", "8/1"
     );
-    for &threads in &options.threads {
+    for &threads in &options.run.threads {
         let tps = |variant: usize| median_tps(&points, VARIANTS[variant].0, threads);
         let ratio = |variant: usize| paired(&points, VARIANTS[variant].0, VARIANTS[variant - 1].0, threads);
         let waits =
@@ -699,12 +621,12 @@ impl From<&EngineStats> for EngineJson {
 /// `--json FILE` and `--plot FILE.svg` for the `oltp_*` runs: every point
 /// with its counters, and tps and p99 latency against clients, one line per
 /// system (medians over rounds).
-fn write_outputs(options: &BenchOptions, scenario: Option<&str>, points: &[Point]) -> Result<(), BoxError> {
-    if let Some(path) = &options.json {
+fn write_outputs(options: &OltpOptions, scenario: Option<&str>, points: &[Point]) -> Result<(), BoxError> {
+    if let Some(path) = &options.run.json {
         let json = serde_json::json!({
             "workload": options.workload.name(),
             "scenario": scenario,
-            "device": options.device.to_string(),
+            "device": options.run.device.to_string(),
             "tables": options.tables,
             "table_size": options.table_size,
             "flush_log_at_trx_commit": options.flush_log_at_trx_commit,
@@ -712,7 +634,7 @@ fn write_outputs(options: &BenchOptions, scenario: Option<&str>, points: &[Point
             "buffer_pool_bytes": options.buffer_pool_bytes,
             "io_capacity": options.io_capacity,
             "log_capacity": options.log_capacity,
-            "seconds": options.seconds,
+            "seconds": options.run.seconds,
             "points": points
                 .iter()
                 .map(|point| PointJson {
@@ -731,7 +653,7 @@ fn write_outputs(options: &BenchOptions, scenario: Option<&str>, points: &[Point
         std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
         println!("wrote {}", path.display());
     }
-    if let Some(path) = &options.plot {
+    if let Some(path) = &options.run.plot {
         let mut lines: Vec<Line> = Vec::new();
         for point in points {
             if lines.iter().any(|line| line.system == point.system) {
@@ -758,9 +680,9 @@ fn write_outputs(options: &BenchOptions, scenario: Option<&str>, points: &[Point
             options.tables,
             options.table_size,
             options.flush_log_at_trx_commit,
-            options.device
+            options.run.device
         );
-        for written in super::plot::draw_lines(&title, &lines, path)? {
+        for written in crate::harness::plot::draw_lines(&title, &lines, path)? {
             println!("wrote {}", written.display());
         }
     }

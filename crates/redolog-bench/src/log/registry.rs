@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::systems::{BoxError, Role, System, SystemRow, SYSTEMS};
+use super::systems::{Role, System, SystemRow, SYSTEMS};
+use crate::harness::BoxError;
 
 /// Every system of this build: the built-in rows, then the peers' if the
 /// `peers` feature is on.

@@ -10,8 +10,20 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use super::report::{Line, LinePoint, Report};
-use super::systems::BoxError;
+use super::BoxError;
+
+/// One system's medians: a line of the plot.
+pub struct Line {
+    pub system: &'static str,
+    pub points: Vec<LinePoint>,
+}
+
+/// One point of a line: the median throughput and p99 at one count.
+pub struct LinePoint {
+    pub threads: usize,
+    pub commits_per_sec: f64,
+    pub p99_us: u64,
+}
 
 /// Where a sans-serif TrueType font usually is on Linux.
 const FONTS: &[&str] = &[
@@ -23,12 +35,6 @@ const FONTS: &[&str] = &[
 ];
 
 const SIZE: (u32, u32) = (1200, 480);
-
-/// Draws `report` to `svg` and to `svg` with the extension `png`; returns the
-/// files written.
-pub fn draw(report: &Report, svg: &Path) -> Result<Vec<PathBuf>, BoxError> {
-    draw_lines(&report.title(), &report.lines(), svg)
-}
 
 /// Draws `lines` under `title` to `svg` and to `svg` with the extension
 /// `png`; returns the files written.

@@ -13,8 +13,8 @@ use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{AnyError, Entry, LogId, LogState, OptionalSend, RaftLogReader, StorageError, StorageIOError, Vote};
 use rocksdb::{Direction, IteratorMode, Options, WriteBatch, DB};
 
-use super::raft_store::RaftTypes;
-use super::BoxError;
+use super::RaftTypes;
+use crate::harness::BoxError;
 
 type Failure = StorageError<u64>;
 

@@ -18,8 +18,9 @@ use parking_lot::Mutex;
 use redolog_pagestore::Row;
 use rusqlite::{params, Connection};
 
-use super::oltp::{prepared_rows, OltpSystem, Statement};
-use super::{BenchOptions, BoxError};
+use super::options::OltpOptions;
+use super::system::{prepared_rows, OltpSystem, Statement};
+use crate::harness::BoxError;
 
 /// The SQLite peer.
 pub struct SqliteOltp {
@@ -120,7 +121,7 @@ impl OltpSystem for SqliteOltp {
         "sqlite"
     }
 
-    fn prepare(&mut self, options: &BenchOptions) -> Result<(), BoxError> {
+    fn prepare(&mut self, options: &OltpOptions) -> Result<(), BoxError> {
         let connection = self.connection.get_mut();
         // sysbench's prepare: the rows in bulk, then the secondary index.
         for table in 0..self.sql.len() {

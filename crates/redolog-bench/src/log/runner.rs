@@ -11,9 +11,10 @@ use indicatif::ProgressBar;
 use parking_lot::Mutex;
 use redolog::Durability;
 
-use super::machine::process_cpu_time;
-use super::sync_hook;
-use super::systems::{BoxError, Driver, System};
+use super::systems::{Driver, System};
+use crate::harness::machine::process_cpu_time;
+use crate::harness::stats::new_histogram;
+use crate::harness::{sync_hook, BoxError};
 
 /// What one point should do.
 #[derive(Clone, Copy, Debug)]
@@ -62,13 +63,6 @@ impl PointResult {
     pub fn cpu_us_per_commit(&self) -> f64 {
         self.cpu.as_secs_f64() * 1e6 / self.commits.max(1) as f64
     }
-}
-
-/// A latency histogram in µs, 1 µs to 60 s. Bounded, because
-/// `saturating_record` never grows a histogram: an unbounded `Histogram::new`
-/// would clamp every value past its first buckets (~2 ms) to its lowest.
-pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000, 2).expect("constant bounds")
 }
 
 /// One committing thread's counters. Each thread has its own, cache-padded, so
@@ -263,22 +257,4 @@ pub fn run_point(
         cpu: process_cpu_time() - cpu_before,
         spin: Duration::ZERO,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `saturating_record` does not grow a histogram: the raft benchmarks
-    /// once used an unbounded `Histogram::new(3)` and reported every write
-    /// slower than ~2 ms as 2 µs.
-    #[test]
-    fn latencies_past_two_milliseconds_are_kept() {
-        let mut latency = new_histogram();
-        for micros in [5_000, 40_000, 2_000_000] {
-            latency.saturating_record(micros);
-        }
-        assert!(latency.value_at_quantile(0.5) >= 39_000, "{}", latency.value_at_quantile(0.5));
-        assert!(latency.max() >= 1_900_000);
-    }
 }

@@ -9,15 +9,19 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use redolog::{Config, Pipeline};
+use redolog::{Config, Durability, Pipeline};
 
-use super::registry::SystemKind;
-use super::report::{median, paired_ratio, Measurement};
-use super::systems::{BoxError, MtrSystem, RedologSystem};
-use super::{BenchOptions, Contender, DurabilityArg, WorkloadArg};
+use crate::harness::stats::median;
+use crate::harness::BoxError;
+use crate::log::options::LogOptions;
+use crate::log::registry::SystemKind;
+use crate::log::report::{paired_ratio, Measurement};
+use crate::log::systems::{MtrSystem, RedologSystem, System};
+use crate::log::{Contender, Experiment};
+use crate::oltp::options::OltpOptions;
 
 /// A scenario's experiment on the page store.
-pub type EngineRun = fn(&BenchOptions) -> Result<(), BoxError>;
+pub type EngineRun = fn(&OltpOptions) -> Result<(), BoxError>;
 
 /// One row of the scenario table. A new experiment is one row (and, if it
 /// needs them, its redolog variants and story line).
@@ -30,7 +34,7 @@ pub struct ScenarioRow {
     pub about: &'static str,
     /// Thread counts, durability and CPU quota the report measured at.
     threads: &'static [usize],
-    durability: DurabilityArg,
+    durability: Durability,
     cpu_quota: Option<f64>,
     /// Registry systems to run, then redolog variants of its own.
     systems: &'static [&'static str],
@@ -64,7 +68,7 @@ pub const SCENARIOS: &[ScenarioRow] = &[
                 window, 64 threads: waits for space must be woken, not polled; with --workload oltp_insert, the \
                 bug's sysbench run on the page store, 16 KiB closed window against the default",
         threads: &[64],
-        durability: DurabilityArg::Synced,
+        durability: Durability::Synced,
         cpu_quota: None,
         systems: &["redolog", "mtr"],
         variants: || {
@@ -100,7 +104,7 @@ pub const SCENARIOS: &[ScenarioRow] = &[
                 stats.sum(&lost.each_ref().map(String::as_str)),
             )
         },
-        engine: Some(super::oltp::seed_wakeup),
+        engine: Some(crate::oltp::seed_wakeup),
     },
     ScenarioRow {
         name: "seed-cpu-quota",
@@ -108,7 +112,7 @@ pub const SCENARIOS: &[ScenarioRow] = &[
                  quota: 21 % of the container's CPU went to spinning; quota-aware spinning gave +35 % TPS (3.5k -> 4.7k)",
         about: "64 threads under a 1-CPU CFS quota: CPU spent spinning and throughput per pipeline",
         threads: &[64],
-        durability: DurabilityArg::Synced,
+        durability: Durability::Synced,
         cpu_quota: Some(1.0),
         systems: &["group", "dedicated", "redolog"],
         variants: Vec::new,
@@ -128,7 +132,7 @@ pub const SCENARIOS: &[ScenarioRow] = &[
         about: "128 threads on this machine's cores: dedicated versus group commit versus auto, with the log threads \
                 at nice -10 and pinned",
         threads: &[128],
-        durability: DurabilityArg::Synced,
+        durability: Durability::Synced,
         cpu_quota: None,
         systems: &["group", "dedicated", "redolog"],
         variants: || {
@@ -158,7 +162,7 @@ pub const SCENARIOS: &[ScenarioRow] = &[
         about: "written durability, 16 to 256 threads: append never waits for an in-flight write, against the mutex \
                 design",
         threads: &[16, 64, 256],
-        durability: DurabilityArg::Written,
+        durability: Durability::Written,
         cpu_quota: None,
         systems: &["redolog", "mutex"],
         variants: Vec::new,
@@ -179,13 +183,13 @@ pub const SCENARIOS: &[ScenarioRow] = &[
         about: "the page store: update by primary key, tables in memory, small --io-capacity, 1 against 8 buffer \
                 pool instances at 8 to 256 clients, with the engine's free check and with a copy of 5.6.10's flag",
         threads: &[],
-        durability: DurabilityArg::Synced,
+        durability: Durability::Synced,
         cpu_quota: None,
         systems: &[],
         variants: Vec::new,
         reference: "",
         story: |_| String::new(),
-        engine: Some(super::oltp::seed_convoy),
+        engine: Some(crate::oltp::seed_convoy),
     },
 ];
 
@@ -216,31 +220,45 @@ impl Scenario {
         self.0.name
     }
 
-    /// The page-store experiment to run for `workload`, if this scenario
-    /// runs on the page store.
-    pub fn engine(self, workload: WorkloadArg) -> Option<EngineRun> {
-        let on_engine = workload != WorkloadArg::Log || self.0.systems.is_empty();
+    /// The page-store experiment to run, if this scenario runs on the page
+    /// store: with an `oltp_*` workload (`on_log` false), or always when it
+    /// has no log form.
+    pub fn engine(self, on_log: bool) -> Option<EngineRun> {
+        let on_engine = !on_log || self.0.systems.is_empty();
         self.0.engine.filter(|_| on_engine)
-    }
-
-    /// The public report's figure.
-    pub fn seed_story(self) -> &'static str {
-        self.0.report
     }
 
     /// `base` with the scenario's threads, durability and CPU limit; the
     /// device, time, rounds and outputs stay as given.
-    pub fn options(self, base: &BenchOptions) -> BenchOptions {
+    pub fn options(self, base: &LogOptions) -> LogOptions {
         let mut options = base.clone();
-        options.threads = self.0.threads.to_vec();
+        options.run.threads = self.0.threads.to_vec();
         options.durability = self.0.durability;
         options.cpu_quota = self.0.cpu_quota;
         options.no_wait = false;
         options
     }
 
+    /// Whether `system` is one the scenario runs (a registry name or one of
+    /// its own variants).
+    #[cfg(test)]
+    fn runs(self, system: &str) -> bool {
+        self.0.systems.contains(&system) || (self.0.variants)().iter().any(|variant| variant.name == system)
+    }
+}
+
+impl Experiment for Scenario {
+    fn name(&self) -> &'static str {
+        self.0.name
+    }
+
+    /// The public report's figure.
+    fn seed_story(&self) -> &'static str {
+        self.0.report
+    }
+
     /// The systems the scenario compares, opened under `dir`.
-    pub fn contenders(self, dir: &Path) -> Result<Vec<Contender>, BoxError> {
+    fn contenders(&self, dir: &Path) -> Result<Vec<Contender>, BoxError> {
         let mut contenders = Vec::new();
         for name in self.0.systems {
             let kind = SystemKind::named(name).ok_or_else(|| format!("scenario {}: no system {name}", self.name()))?;
@@ -248,15 +266,14 @@ impl Scenario {
         }
         for Variant { name, config, mini_transactions } in (self.0.variants)() {
             let log = RedologSystem::open_with(&dir.join(name), config)?;
-            let system: Arc<dyn super::systems::System> =
-                if mini_transactions { Arc::new(MtrSystem(log)) } else { Arc::new(log) };
+            let system: Arc<dyn System> = if mini_transactions { Arc::new(MtrSystem(log)) } else { Arc::new(log) };
             contenders.push(Contender { name, system, is_redolog: true, one_thread_only: false });
         }
         Ok(contenders)
     }
 
     /// Prints our figures beside the report's.
-    pub fn print_story(self, measurements: &[Measurement]) {
+    fn print_story(&self, measurements: &[Measurement]) {
         println!();
         println!("scenario {}", self.name());
         println!("  {}", self.seed_story());
@@ -334,44 +351,56 @@ impl<'a> Stats<'a> {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
+    use crate::harness::device::Device;
+    use crate::harness::run::RunOptions;
 
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        options: BenchOptions,
+    fn base() -> LogOptions {
+        LogOptions {
+            run: RunOptions {
+                threads: vec![1, 4],
+                seconds: 5.0,
+                rounds: 4,
+                device: Device::Tmpfs,
+                dir: None,
+                report_interval: 1,
+                json: None,
+                plot: None,
+            },
+            systems: Vec::new(),
+            record_bytes: 128,
+            durability: Durability::Buffered,
+            no_wait: true,
+            cpu_quota: None,
+            metrics: false,
+            async_tasks: false,
+        }
     }
 
     /// Each scenario sets what its seed measured and keeps the device, time,
     /// rounds and outputs the user gave.
     #[test]
     fn scenarios_set_the_seeds_settings() {
-        let base =
-            Cli::parse_from(["bench", "--device", "tmpfs", "--seconds", "5", "--rounds", "4", "--no-wait"]).options;
-        assert_eq!(base.threads, super::super::DEFAULT_THREADS, "the --threads default and its constant agree");
+        let base = base();
         let expect = [
-            ("seed-wakeup", vec![64], DurabilityArg::Synced, None),
-            ("seed-cpu-quota", vec![64], DurabilityArg::Synced, Some(1.0)),
-            ("seed-few-cores", vec![128], DurabilityArg::Synced, None),
-            ("seed-double-buffer", vec![16, 64, 256], DurabilityArg::Written, None),
+            ("seed-wakeup", vec![64], Durability::Synced, None),
+            ("seed-cpu-quota", vec![64], Durability::Synced, Some(1.0)),
+            ("seed-few-cores", vec![128], Durability::Synced, None),
+            ("seed-double-buffer", vec![16, 64, 256], Durability::Written, None),
         ];
         let log_rows = SCENARIOS.iter().filter(|row| !row.systems.is_empty()).count();
         assert_eq!(log_rows, expect.len(), "every scenario on the log is checked");
         for (name, threads, durability, quota) in expect {
             let scenario = Scenario::named(name).expect("a row of the table");
             let options = scenario.options(&base);
-            assert_eq!(options.threads, threads, "{name}");
+            assert_eq!(options.run.threads, threads, "{name}");
             assert_eq!(options.durability, durability, "{name}");
             assert_eq!(options.cpu_quota, quota, "{name}");
             assert!(!options.no_wait, "{name}: every scenario waits for its commits");
-            assert_eq!((options.seconds, options.rounds), (5.0, 4), "{name}");
-            assert_eq!(options.device, base.device);
-            let parsed = Cli::parse_from(["bench", "--scenario", name]).options.scenario.expect("parsed");
-            assert_eq!(parsed.name(), name, "the CLI name");
+            assert_eq!((options.run.seconds, options.run.rounds), (5.0, 4), "{name}");
+            assert_eq!(options.run.device, base.run.device);
             for system in scenario.0.systems.iter().chain([&scenario.0.reference]) {
-                assert!(SystemKind::named(system).is_some() || system.starts_with("redolog"), "{name}: {system}");
+                assert!(SystemKind::named(system).is_some() || scenario.runs(system), "{name}: {system}");
             }
         }
     }
@@ -381,11 +410,11 @@ mod tests {
     #[test]
     fn engine_scenarios_run_on_the_page_store() {
         let named = |name| Scenario::named(name).expect("a row of the table");
-        assert!(named("seed-convoy").engine(WorkloadArg::Log).is_some());
-        assert!(named("seed-wakeup").engine(WorkloadArg::Log).is_none());
-        assert!(named("seed-wakeup").engine(WorkloadArg::OltpInsert).is_some());
+        assert!(named("seed-convoy").engine(true).is_some());
+        assert!(named("seed-wakeup").engine(true).is_none());
+        assert!(named("seed-wakeup").engine(false).is_some());
         for name in ["seed-cpu-quota", "seed-few-cores", "seed-double-buffer"] {
-            assert!(named(name).engine(WorkloadArg::OltpInsert).is_none(), "{name}");
+            assert!(named(name).engine(false).is_none(), "{name}");
         }
     }
 }

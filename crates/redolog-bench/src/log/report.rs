@@ -2,10 +2,12 @@
 
 use serde::Serialize;
 
-use super::machine::Machine;
+use super::options::{durability_name, LogOptions};
 use super::runner::PointResult;
-use super::systems::BoxError;
-use super::BenchOptions;
+use crate::harness::machine::Machine;
+use crate::harness::plot::{Line, LinePoint};
+use crate::harness::stats::median;
+use crate::harness::BoxError;
 
 /// One point of one round.
 pub struct Measurement {
@@ -82,18 +84,6 @@ struct Json<'a> {
     auto_vs_best: &'a [AutoVsBest],
 }
 
-/// One system's medians, for the plot.
-pub struct Line {
-    pub system: &'static str,
-    pub points: Vec<LinePoint>,
-}
-
-pub struct LinePoint {
-    pub threads: usize,
-    pub commits_per_sec: f64,
-    pub p99_us: u64,
-}
-
 pub struct Report {
     machine: Machine,
     scenario: Option<&'static str>,
@@ -142,19 +132,6 @@ fn auto_vs_best(measurements: &[Measurement]) -> Vec<AutoVsBest> {
         .collect()
 }
 
-pub fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let middle = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[middle]
-    } else {
-        (values[middle - 1] + values[middle]) / 2.0
-    }
-}
-
 /// Median over rounds of `system`/`baseline` at `threads`, pairing equal rounds.
 pub fn paired_ratio(measurements: &[Measurement], system: &str, baseline: &str, threads: usize) -> Option<f64> {
     let ratios: Vec<f64> = measurements
@@ -175,7 +152,8 @@ impl Report {
     /// order of the table.
     pub fn new(
         machine: Machine,
-        options: &BenchOptions,
+        options: &LogOptions,
+        scenario: Option<&'static str>,
         contenders: &[(&'static str, bool)],
         measurements: Vec<Measurement>,
     ) -> Self {
@@ -208,7 +186,7 @@ impl Report {
                 Row {
                     system,
                     threads,
-                    durability: options.durability.name(),
+                    durability: durability_name(options.durability),
                     record_bytes: options.record_bytes,
                     commits_per_sec: median(per_sec.clone()),
                     p50_us: quantile(0.5) as u64,
@@ -239,7 +217,6 @@ impl Report {
                 pipeline: m.pipeline,
             })
             .collect();
-        let scenario = options.scenario.map(|scenario| scenario.name());
         Report { machine, scenario, no_wait: options.no_wait, rows, points, auto_vs_best }
     }
 

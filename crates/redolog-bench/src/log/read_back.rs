@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use redolog::{Config, Durability, Log};
 
-use super::report::median;
-use super::{BoxError, Device};
+use crate::harness::device::Device;
+use crate::harness::stats::median;
+use crate::harness::BoxError;
 
 /// Options of `redolog read-back`.
 #[derive(Clone, Debug, Args)]

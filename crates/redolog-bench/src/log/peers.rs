@@ -29,7 +29,8 @@ use raft_engine::{Config as EngineConfig, Engine, LogBatch};
 use redolog::Durability;
 use rocksdb::{Options, WriteBatch, WriteOptions, DB};
 
-use super::systems::{BoxError, OnTasks, Role, System, SystemRow};
+use super::systems::{OnTasks, Role, System, SystemRow};
+use crate::harness::BoxError;
 
 /// The peers' rows of the registry (`systems::registry`).
 pub const PEERS: &[SystemRow] = &[

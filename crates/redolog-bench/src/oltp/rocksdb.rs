@@ -13,8 +13,9 @@ use parking_lot::{Mutex, MutexGuard};
 use redolog_pagestore::{Row, C_BYTES, PAD_BYTES};
 use rocksdb::{Options, WriteBatch, WriteOptions, DB};
 
-use super::oltp::{prepared_rows, OltpSystem, Statement};
-use super::{BenchOptions, BoxError};
+use super::options::OltpOptions;
+use super::system::{prepared_rows, OltpSystem, Statement};
+use crate::harness::BoxError;
 
 /// Row-lock stripes.
 const STRIPES: usize = 4096;
@@ -84,7 +85,7 @@ impl OltpSystem for RocksDbOltp {
         "rocksdb"
     }
 
-    fn prepare(&mut self, options: &BenchOptions) -> Result<(), BoxError> {
+    fn prepare(&mut self, options: &OltpOptions) -> Result<(), BoxError> {
         for table in 0..options.tables {
             let mut batch = WriteBatch::default();
             for row in prepared_rows(table, options.table_size) {

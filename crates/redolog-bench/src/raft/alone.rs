@@ -15,18 +15,16 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use hdrhistogram::Histogram;
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, StorageError};
 
-use super::machine::process_cpu_time;
-use super::report::median;
-use super::runner::new_histogram;
-use super::{sync_hook, BoxError, Device};
-
-/// The benchmark's Raft types: the in-process cluster's (string commands,
-/// openraft's defaults otherwise).
-pub use redolog_raft::in_process::TypeConfig as RaftTypes;
+use super::stores::{self, with_store, OnStore, Point, Summary};
+use super::RaftTypes;
+use crate::harness::device::Device;
+use crate::harness::machine::process_cpu_time;
+use crate::harness::rounds::interleave;
+use crate::harness::stats::new_histogram;
+use crate::harness::{sync_hook, BoxError};
 
 /// Options of `redolog raft-store`.
 #[derive(Clone, Debug, Args)]
@@ -54,16 +52,6 @@ pub struct RaftStoreOptions {
     /// Directory for the stores with --device disk.
     #[arg(long)]
     pub dir: Option<PathBuf>,
-}
-
-/// What one point measured.
-struct Point {
-    appends: u64,
-    entries: u64,
-    elapsed: Duration,
-    latency_us: Histogram<u64>,
-    cpu: Duration,
-    fsyncs: u64,
 }
 
 fn entries(first: u64, count: usize, payload: &str) -> Vec<Entry<RaftTypes>> {
@@ -118,8 +106,9 @@ async fn drive<S: RaftLogStorage<RaftTypes> + Clone>(
         latency_us.saturating_record(submitted.elapsed().as_micros().max(1) as u64);
     }
     Ok(Point {
-        appends,
+        calls: appends,
         entries: next - 1,
+        failed: 0,
         elapsed: started.elapsed(),
         latency_us,
         cpu: process_cpu_time() - cpu,
@@ -127,35 +116,22 @@ async fn drive<S: RaftLogStorage<RaftTypes> + Clone>(
     })
 }
 
-/// The stores of this build, by name (the cluster benchmark's too).
-pub(super) fn stores() -> Vec<&'static str> {
-    let mut names = vec!["redolog-raft"];
-    if cfg!(feature = "peers") {
-        names.extend(["rocksdb-raft", "raft-log", "raft-log-nowait"]);
-    }
-    names
+/// One point: a fresh store in `dir`, appends of `batch` entries.
+struct AlonePoint<'a> {
+    dir: &'a std::path::Path,
+    batch: usize,
+    options: &'a RaftStoreOptions,
 }
 
-async fn point(
-    store: &str,
-    dir: &std::path::Path,
-    batch: usize,
-    options: &RaftStoreOptions,
-) -> Result<Point, BoxError> {
-    match store {
-        "redolog-raft" => {
-            let config = redolog::Config { capacity_bytes: 1 << 30, ..redolog::Config::default() };
-            drive(redolog_raft::RedologLogStore::<RaftTypes>::open(dir, config)?, batch, options).await
-        }
-        #[cfg(feature = "peers")]
-        "rocksdb-raft" => drive(super::raft_rocksdb::RocksDbLogStore::open(dir)?, batch, options).await,
-        #[cfg(feature = "peers")]
-        "raft-log" => drive(super::raft_log_store::RaftLogStore::open(dir)?, batch, options).await,
-        #[cfg(feature = "peers")]
-        "raft-log-nowait" => {
-            drive(super::raft_log_store::RaftLogStore::open_without_batch_wait(dir)?, batch, options).await
-        }
-        other => Err(format!("no store {other} in this build").into()),
+impl OnStore for AlonePoint<'_> {
+    type Output = Point;
+
+    async fn run<S, F>(self, open: F) -> Result<Point, BoxError>
+    where
+        S: RaftLogStorage<RaftTypes> + Clone,
+        F: Fn(&std::path::Path) -> Result<S, BoxError>,
+    {
+        drive(open(self.dir)?, self.batch, self.options).await
     }
 }
 
@@ -169,61 +145,43 @@ pub fn run(options: &RaftStoreOptions) -> Result<(), BoxError> {
         options.in_flight.max(1)
     );
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let names = stores();
-    let mut results: Vec<(usize, &str, Vec<Point>)> = Vec::new();
-    for &batch in &options.entries {
-        for name in &names {
-            results.push((batch, name, Vec::new()));
-        }
-    }
-    for round in 0..options.rounds {
-        for &batch in &options.entries {
-            let mut order = names.clone();
-            if round % 2 == 1 {
-                order.reverse();
-            }
-            for name in order {
-                let dir = workdir.path().join(format!("{name}-{batch}-{round}"));
-                // Unconstrained: Tokio's cooperative budget would make a ready flush
-                // callback look pending and hold it in the in-flight queue.
-                let measured = runtime.block_on(tokio::task::unconstrained(point(name, &dir, batch, options)))?;
-                std::fs::remove_dir_all(&dir)?;
-                let slot = results.iter_mut().find(|(b, n, _)| *b == batch && *n == name).ok_or("no slot")?;
-                slot.2.push(measured);
-            }
-        }
-        println!("round {}/{} done", round + 1, options.rounds);
-    }
-    print_table(&results);
-    Ok(())
-}
-
-fn print_table(results: &[(usize, &str, Vec<Point>)]) {
+    let names = stores::names();
+    let measured = interleave(
+        options.rounds,
+        &options.entries,
+        &names,
+        |_, _| true,
+        |visit| {
+            let (name, batch, round) = (*visit.system, visit.count, visit.round);
+            let dir = workdir.path().join(format!("{name}-{batch}-{round}"));
+            // Unconstrained: Tokio's cooperative budget would make a ready flush
+            // callback look pending and hold it in the in-flight queue.
+            let point = AlonePoint { dir: &dir, batch, options };
+            let measured = runtime.block_on(tokio::task::unconstrained(with_store(name, 1 << 30, point)))?;
+            std::fs::remove_dir_all(&dir)?;
+            Ok(measured)
+        },
+    )?;
     println!(
         "\n{:<14} {:>8} {:>12} {:>12} {:>9} {:>9} {:>11} {:>12}",
         "store", "entries", "appends/s", "entries/s", "p50 µs", "p99 µs", "fsync/app", "cpu µs/ent"
     );
-    for (batch, name, points) in results {
-        let per_s =
-            |f: fn(&Point) -> u64| median(points.iter().map(|p| f(p) as f64 / p.elapsed.as_secs_f64()).collect());
-        let mut latency = new_histogram();
-        for point in points {
-            let _ = latency.add(&point.latency_us);
+    for &batch in &options.entries {
+        for &name in &names {
+            let at = measured.iter().filter(|point| point.count == batch && *point.system == name);
+            let summary = Summary::of(at.map(|point| &point.result));
+            println!(
+                "{:<14} {:>8} {:>12.0} {:>12.0} {:>9} {:>9} {:>11.2} {:>12.2}",
+                name,
+                batch,
+                summary.calls_per_sec,
+                summary.entries_per_sec,
+                summary.p50_us,
+                summary.p99_us,
+                summary.fsyncs_per_call,
+                summary.cpu_us_per_entry,
+            );
         }
-        let entries: u64 = points.iter().map(|p| p.entries).sum();
-        let appends: u64 = points.iter().map(|p| p.appends).sum();
-        let cpu: f64 = points.iter().map(|p| p.cpu.as_secs_f64()).sum();
-        let fsyncs: u64 = points.iter().map(|p| p.fsyncs).sum();
-        println!(
-            "{:<14} {:>8} {:>12.0} {:>12.0} {:>9} {:>9} {:>11.2} {:>12.2}",
-            name,
-            batch,
-            per_s(|p| p.appends),
-            per_s(|p| p.entries),
-            latency.value_at_quantile(0.5),
-            latency.value_at_quantile(0.99),
-            fsyncs as f64 / appends.max(1) as f64,
-            cpu * 1e6 / entries.max(1) as f64,
-        );
     }
+    Ok(())
 }

@@ -11,7 +11,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::systems::BoxError;
+use super::BoxError;
 
 /// CFS period used for the quota.
 const PERIOD_US: u64 = 100_000;

@@ -1,0 +1,401 @@
+//! The command line of `redolog-bench bench`: one set of flags, as sysbench
+//! has, read into the options of the workload that runs (`LogOptions`,
+//! `OltpOptions`, `ClusterOptions`); a flag that workload does not take is
+//! refused, naming it, never ignored. This is the only module that knows
+//! every workload's options; the workloads know only their own.
+
+use std::path::PathBuf;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, ValueEnum};
+use redolog::Durability;
+
+use crate::harness::device::Device;
+use crate::harness::run::RunOptions;
+use crate::harness::BoxError;
+use crate::log::options::LogOptions;
+use crate::log::registry::SystemKind;
+use crate::oltp::options::{OltpOptions, OltpWorkload};
+use crate::raft::cluster::ClusterOptions;
+use crate::scenario::Scenario;
+
+/// The durability each commit waits for (innodb_flush_log_at_trx_commit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    /// 1: wait for fdatasync.
+    Synced,
+    /// 2: wait for write().
+    Written,
+    /// 0: do not wait.
+    Buffered,
+}
+
+impl DurabilityArg {
+    pub fn durability(self) -> Durability {
+        match self {
+            DurabilityArg::Synced => Durability::Synced,
+            DurabilityArg::Written => Durability::Written,
+            DurabilityArg::Buffered => Durability::Buffered,
+        }
+    }
+}
+
+/// What `redolog bench` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WorkloadArg {
+    /// Commits to one log: redolog against the baselines and peers.
+    Log,
+    /// Writes through the leader of a three-node openraft cluster in this
+    /// process: redolog-raft against the RocksDB and raft-log log stores
+    /// (`--features peers`); `--threads` are the client tasks.
+    Raft,
+    /// sysbench's oltp_insert on the page store: one INSERT per transaction.
+    #[value(name = "oltp_insert")]
+    OltpInsert,
+    /// sysbench's oltp_update_index: `SET k = k + 1 WHERE id = ?`.
+    #[value(name = "oltp_update_index")]
+    OltpUpdateIndex,
+    /// sysbench's oltp_update_non_index: `SET c = ? WHERE id = ?`.
+    #[value(name = "oltp_update_non_index")]
+    OltpUpdateNonIndex,
+    /// sysbench's oltp_write_only: index update, non-index update, delete
+    /// and insert, one commit wait.
+    #[value(name = "oltp_write_only")]
+    OltpWriteOnly,
+}
+
+impl WorkloadArg {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadArg::Log => "log",
+            WorkloadArg::Raft => "raft",
+            WorkloadArg::OltpInsert => "oltp_insert",
+            WorkloadArg::OltpUpdateIndex => "oltp_update_index",
+            WorkloadArg::OltpUpdateNonIndex => "oltp_update_non_index",
+            WorkloadArg::OltpWriteOnly => "oltp_write_only",
+        }
+    }
+}
+
+/// Options of `redolog bench`.
+#[derive(Clone, Debug, Args)]
+pub struct BenchOptions {
+    /// What to run.
+    #[arg(long, value_enum, default_value_t = WorkloadArg::Log)]
+    pub workload: WorkloadArg,
+    /// With `--workload raft`: the log stores to compare (redolog-raft,
+    /// rocksdb-raft, raft-log, raft-log-nowait); default: every one this
+    /// build has.
+    #[arg(long, value_delimiter = ',')]
+    pub stores: Vec<String>,
+    /// With `--workload oltp_*`: tables (sysbench's `--tables`).
+    #[arg(long, default_value_t = 8)]
+    pub tables: usize,
+    /// With `--workload oltp_*`: rows per table (sysbench's `--table-size`).
+    #[arg(long, default_value_t = 10_000)]
+    pub table_size: u64,
+    /// With `--workload oltp_*`: 1 waits for the fdatasync, 2 for the write,
+    /// 0 for nothing (InnoDB's `innodb_flush_log_at_trx_commit`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub flush_log_at_trx_commit: u8,
+    /// With `--workload oltp_*`: buffer pool instances.
+    #[arg(long, default_value_t = 1)]
+    pub buffer_pool_instances: usize,
+    /// With `--workload oltp_*`: buffer pool bytes (default 1 GiB: the
+    /// tables stay in memory, as in the seeds' experiments).
+    #[arg(long, default_value_t = 1 << 30)]
+    pub buffer_pool_bytes: u64,
+    /// With `--workload oltp_*`: the page cleaners' pages per second at a
+    /// low checkpoint age (InnoDB's `innodb_io_capacity`).
+    #[arg(long, default_value_t = 200)]
+    pub io_capacity: u64,
+    /// With `--workload oltp_*`: the log's capacity in bytes (InnoDB's
+    /// `innodb_redo_log_capacity`, default 100 MiB).
+    #[arg(long, default_value_t = 100 << 20)]
+    pub log_capacity: u64,
+    /// With `--workload oltp_*`, measurement only: the page store writes
+    /// pages in place without the doublewrite file — unprotected from torn
+    /// pages — to measure what the doublewrite file costs
+    /// (docs/PAGESTORE.md §4.1).
+    #[arg(long)]
+    pub no_doublewrite: bool,
+    /// Thread counts to sweep (with `async`: task counts; `--tasks` is an alias).
+    #[arg(long, alias = "tasks", value_delimiter = ',', default_value = "1,4,16,64")]
+    pub threads: Vec<usize>,
+    /// Bytes per record.
+    #[arg(long, default_value_t = 128)]
+    pub record_bytes: usize,
+    /// Durability each commit waits for.
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Synced)]
+    pub durability: DurabilityArg,
+    /// Seconds per point (sysbench's `--time`; `--seconds` is an alias).
+    #[arg(long = "time", alias = "seconds", default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Rounds of interleaved points (the table reports medians).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Systems to compare: redolog (alias auto: Pipeline::Auto, the default),
+    /// group and dedicated (redolog with that fixed pipeline), and the baselines
+    /// mutex and raw. `--pipeline group,dedicated,auto,mutex` compares pipelines.
+    #[arg(long, alias = "pipeline", value_parser = SystemKind::parser(), value_delimiter = ',', default_value = "redolog,mutex,raw")]
+    pub systems: Vec<SystemKind>,
+    /// Run under a CFS quota of this many CPUs (as in the CPU-quota spinning post), in a cgroup created
+    /// for the run; falls back to an affinity mask where cgroups cannot be made.
+    #[arg(long)]
+    pub cpu_quota: Option<f64>,
+    /// Device profile: disk (the --dir as it is), tmpfs (/dev/shm: the CPU
+    /// path) or sim:<latency> (/dev/shm with every fdatasync taking that long,
+    /// e.g. sim:100us: a fast NVMe, deterministically).
+    #[arg(long, default_value = "disk")]
+    pub device: Device,
+    /// Directory for the logs with --device disk (default: a fresh temporary
+    /// directory under the current one, removed afterwards).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Append only, then one final wait: measures the append path alone.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Print an interval line (tps, p95 latency) every this many seconds of a
+    /// point, as sysbench's `--report-interval`; 0 prints none.
+    #[arg(long, default_value_t = 1)]
+    pub report_interval: u64,
+    /// `--intervals false` is `--report-interval 0` (the flag of earlier
+    /// versions, kept for recorded commands).
+    #[arg(long, hide = true, action = clap::ArgAction::Set)]
+    pub intervals: Option<bool>,
+    /// Print redolog's counters (INNODB_METRICS names) after each point.
+    #[arg(long)]
+    pub metrics: bool,
+    /// Write the results as JSON to this file (`--workload log` and `oltp_*`).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Draw commits/s and p99 latency against threads, one line per system, to
+    /// this SVG file, and the same as a PNG beside it (FILE.png) (`--workload
+    /// log` and `oltp_*`).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Commit through futures: run the `async` system (Tokio tasks awaiting
+    /// `commit_async`) beside the thread path (`redolog`) at the same counts
+    /// and, built with `--features peers`, RocksDB and raft-engine driven
+    /// through `spawn_blocking` (`rocksdb-async`, `raft-engine-async`).
+    #[arg(long = "async")]
+    pub async_tasks: bool,
+    /// Reproduce one public report's experiment (MySQL bugs #95390 and #77094,
+    /// the CPU-quota and few-cores blog posts): it sets the systems, threads,
+    /// durability and CPU limit, and prints the report's figure next to ours
+    /// (docs/BENCHMARKS.md).
+    #[arg(long, value_parser = Scenario::parser())]
+    pub scenario: Option<Scenario>,
+}
+
+/// The options only some workloads take, by clap id: each workload refuses
+/// the ones it is not listed with.
+const TAKEN_BY: &[(&str, &[Taker])] = &[
+    ("systems", &[Taker::Log]),
+    ("durability", &[Taker::Log]),
+    ("no_wait", &[Taker::Log]),
+    ("cpu_quota", &[Taker::Log]),
+    ("metrics", &[Taker::Log]),
+    ("async_tasks", &[Taker::Log]),
+    ("record_bytes", &[Taker::Log, Taker::Raft]),
+    ("scenario", &[Taker::Log, Taker::Oltp]),
+    ("json", &[Taker::Log, Taker::Oltp]),
+    ("plot", &[Taker::Log, Taker::Oltp]),
+    ("stores", &[Taker::Raft]),
+    ("tables", &[Taker::Oltp]),
+    ("table_size", &[Taker::Oltp]),
+    ("flush_log_at_trx_commit", &[Taker::Oltp]),
+    ("buffer_pool_instances", &[Taker::Oltp]),
+    ("buffer_pool_bytes", &[Taker::Oltp]),
+    ("io_capacity", &[Taker::Oltp]),
+    ("log_capacity", &[Taker::Oltp]),
+    ("no_doublewrite", &[Taker::Oltp]),
+];
+
+/// What runs, as far as the flags are concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Taker {
+    Log,
+    Oltp,
+    Raft,
+}
+
+/// The workload a command line runs, with its options.
+pub enum Run {
+    /// `--workload log`, with the scenario it reproduces, if any.
+    Log(LogOptions, Option<Scenario>),
+    /// `--workload oltp_*`.
+    Oltp(OltpOptions),
+    /// A scenario's experiment on the page store.
+    Engine(OltpOptions, crate::scenario::EngineRun),
+    /// `--workload raft`.
+    Raft(ClusterOptions),
+}
+
+impl BenchOptions {
+    /// The workload these options run and its options; `matches` (the
+    /// `bench` subcommand's) tell which flags were given, so a flag the
+    /// workload does not take is refused by name.
+    pub fn into_run(self, matches: &ArgMatches, command: &clap::Command) -> Result<Run, BoxError> {
+        let on_log = self.workload == WorkloadArg::Log;
+        let engine = self.scenario.and_then(|scenario| scenario.engine(on_log));
+        let (taker, what) = match (self.workload, engine, self.scenario) {
+            (_, Some(_), Some(scenario)) => (Taker::Oltp, format!("--scenario {}", scenario.name())),
+            (WorkloadArg::Log, ..) => (Taker::Log, "--workload log".to_string()),
+            (WorkloadArg::Raft, ..) => (Taker::Raft, "--workload raft".to_string()),
+            (workload, ..) => (Taker::Oltp, format!("--workload {}", workload.name())),
+        };
+        refuse_flags_not_taken(taker, &what, matches, command)?;
+        let oltp = |workload| self.oltp_options(workload);
+        Ok(match (self.workload, engine) {
+            (WorkloadArg::Raft, _) => Run::Raft(ClusterOptions {
+                run: self.run_options(),
+                stores: self.stores.clone(),
+                record_bytes: self.record_bytes,
+            }),
+            // The engine scenarios pick their own workload.
+            (WorkloadArg::Log, Some(engine)) => Run::Engine(oltp(OltpWorkload::UpdateNonIndex), engine),
+            (WorkloadArg::Log, None) => match self.scenario {
+                Some(scenario) => Run::Log(scenario.options(&self.log_options()), Some(scenario)),
+                None => Run::Log(self.log_options(), None),
+            },
+            (WorkloadArg::OltpInsert, engine) => oltp_run(oltp(OltpWorkload::Insert), engine),
+            (WorkloadArg::OltpUpdateIndex, engine) => oltp_run(oltp(OltpWorkload::UpdateIndex), engine),
+            (WorkloadArg::OltpUpdateNonIndex, engine) => oltp_run(oltp(OltpWorkload::UpdateNonIndex), engine),
+            (WorkloadArg::OltpWriteOnly, engine) => oltp_run(oltp(OltpWorkload::WriteOnly), engine),
+        })
+    }
+
+    fn run_options(&self) -> RunOptions {
+        RunOptions {
+            threads: self.threads.clone(),
+            seconds: self.seconds,
+            rounds: self.rounds,
+            device: self.device,
+            dir: self.dir.clone(),
+            report_interval: if self.intervals == Some(false) { 0 } else { self.report_interval },
+            json: self.json.clone(),
+            plot: self.plot.clone(),
+        }
+    }
+
+    fn log_options(&self) -> LogOptions {
+        LogOptions {
+            run: self.run_options(),
+            systems: self.systems.clone(),
+            record_bytes: self.record_bytes,
+            durability: self.durability.durability(),
+            no_wait: self.no_wait,
+            cpu_quota: self.cpu_quota,
+            metrics: self.metrics,
+            async_tasks: self.async_tasks,
+        }
+    }
+
+    fn oltp_options(&self, workload: OltpWorkload) -> OltpOptions {
+        OltpOptions {
+            run: self.run_options(),
+            workload,
+            tables: self.tables,
+            table_size: self.table_size,
+            flush_log_at_trx_commit: self.flush_log_at_trx_commit,
+            buffer_pool_instances: self.buffer_pool_instances,
+            buffer_pool_bytes: self.buffer_pool_bytes,
+            io_capacity: self.io_capacity,
+            log_capacity: self.log_capacity,
+            no_doublewrite: self.no_doublewrite,
+        }
+    }
+}
+
+/// An `oltp_*` workload, or the scenario's experiment on the page store.
+fn oltp_run(options: OltpOptions, engine: Option<crate::scenario::EngineRun>) -> Run {
+    match engine {
+        Some(engine) => Run::Engine(options, engine),
+        None => Run::Oltp(options),
+    }
+}
+
+/// The first flag given on the command line that `taker` does not take, as
+/// an error naming it and what runs (`what`).
+fn refuse_flags_not_taken(
+    taker: Taker,
+    what: &str,
+    matches: &ArgMatches,
+    command: &clap::Command,
+) -> Result<(), BoxError> {
+    for (id, takers) in TAKEN_BY {
+        let given = matches.value_source(id) == Some(ValueSource::CommandLine);
+        if given && !takers.contains(&taker) {
+            let flag =
+                command.get_arguments().find(|arg| arg.get_id() == *id).and_then(|arg| arg.get_long()).unwrap_or(id);
+            return Err(format!("--{flag} does not apply to {what}").into());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, FromArgMatches, Parser};
+
+    use super::*;
+    use crate::harness::run::DEFAULT_THREADS;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        options: BenchOptions,
+    }
+
+    fn run(args: &[&str]) -> Result<Run, String> {
+        let command = Cli::command();
+        let matches = command.clone().try_get_matches_from(args).map_err(|error| error.to_string())?;
+        let options = Cli::from_arg_matches(&matches).map_err(|error| error.to_string())?.options;
+        options.into_run(&matches, &command).map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn the_threads_default_and_its_constant_agree() {
+        let Ok(Run::Log(options, None)) = run(&["bench"]) else { panic!("the default runs the log") };
+        assert_eq!(options.run.threads, DEFAULT_THREADS);
+    }
+
+    /// Every id in the table is an option of the command line: a renamed
+    /// field would otherwise never be refused.
+    #[test]
+    fn every_listed_option_exists() {
+        let command = Cli::command();
+        for (id, _) in TAKEN_BY {
+            assert!(command.get_arguments().any(|arg| arg.get_id() == *id), "{id}");
+        }
+    }
+
+    #[test]
+    fn a_flag_the_workload_does_not_take_is_refused_by_name() {
+        let refused = |args: &[&str]| run(args).err().unwrap_or_else(|| panic!("{args:?} ran"));
+        assert_eq!(
+            refused(&["bench", "--workload", "raft", "--json", "x.json"]),
+            "--json does not apply to --workload raft"
+        );
+        assert_eq!(refused(&["bench", "--stores", "raft-log"]), "--stores does not apply to --workload log");
+        assert_eq!(
+            refused(&["bench", "--workload", "oltp_insert", "--no-wait"]),
+            "--no-wait does not apply to --workload oltp_insert"
+        );
+        assert_eq!(refused(&["bench", "--tables", "2"]), "--tables does not apply to --workload log");
+        assert_eq!(
+            refused(&["bench", "--scenario", "seed-convoy", "--metrics"]),
+            "--metrics does not apply to --scenario seed-convoy"
+        );
+        // The engine scenarios take the page store's options under the
+        // default workload.
+        assert!(matches!(run(&["bench", "--scenario", "seed-convoy", "--tables", "8"]), Ok(Run::Engine(..))));
+        assert!(matches!(run(&["bench", "--scenario", "seed-wakeup"]), Ok(Run::Log(_, Some(_)))));
+        assert!(matches!(
+            run(&["bench", "--scenario", "seed-wakeup", "--workload", "oltp_insert"]),
+            Ok(Run::Engine(..))
+        ));
+    }
+}

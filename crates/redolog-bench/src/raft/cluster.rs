@@ -1,0 +1,205 @@
+//! `redolog bench --workload raft`: N client tasks write through the leader of
+//! a three-node openraft cluster in this process (redolog-raft's in-process
+//! network and key-value state machine), each node's log store in its own
+//! directory on `--device`. The stores: `redolog-raft` and, built with
+//! `--features peers`, a RocksDB log store and a `raft-log` log store — same
+//! cluster, same network, same state machine, interleaved rounds. Reported:
+//! writes/s (median of the rounds), p50/p99 write latency, CPU and fsyncs
+//! per write (the whole process: three nodes and the clients).
+//!
+//! Each client overwrites its own key (`c<client>=<payload>`), so the state
+//! machine stays small; openraft's default snapshot policy (every 5000
+//! entries) runs, so each store also purges as a long-lived node does.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::storage::RaftLogStorage;
+use openraft::BasicNode;
+use redolog_raft::in_process::{Machine, Node, Router};
+
+use super::stores::{self, with_store, OnStore, Point, Summary};
+use super::RaftTypes;
+use crate::harness::machine::process_cpu_time;
+use crate::harness::rounds::interleave;
+use crate::harness::run::RunOptions;
+use crate::harness::stats::new_histogram;
+use crate::harness::{sync_hook, BoxError};
+
+/// The options of `--workload raft`.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    pub run: RunOptions,
+    /// The stores to compare (empty: every one of this build).
+    pub stores: Vec<String>,
+    /// Payload bytes per write.
+    pub record_bytes: usize,
+}
+
+/// Nodes in the cluster.
+const NODES: u64 = 3;
+
+/// openraft's timing for a loaded 2-core machine: heartbeats every 100 ms and
+/// elections only after a second of silence, so a busy node is not deposed
+/// mid-point.
+fn raft_config() -> Result<Arc<openraft::Config>, BoxError> {
+    let config = openraft::Config {
+        heartbeat_interval: 100,
+        election_timeout_min: 1000,
+        election_timeout_max: 2000,
+        ..openraft::Config::default()
+    };
+    Ok(Arc::new(config.validate()?))
+}
+
+/// One point: a fresh cluster in `dir`, `clients` client tasks.
+struct ClusterPoint<'a> {
+    dir: &'a Path,
+    clients: usize,
+    options: &'a ClusterOptions,
+}
+
+impl OnStore for ClusterPoint<'_> {
+    type Output = Point;
+
+    async fn run<S, F>(self, open: F) -> Result<Point, BoxError>
+    where
+        S: RaftLogStorage<RaftTypes> + Clone,
+        F: Fn(&Path) -> Result<S, BoxError>,
+    {
+        cluster_point(open, self.dir, self.clients, self.options).await
+    }
+}
+
+/// Starts the cluster on stores from `open`, writes through its leader from
+/// `clients` tasks for `--time` seconds, and shuts it down.
+async fn cluster_point<S, F>(open: F, dir: &Path, clients: usize, options: &ClusterOptions) -> Result<Point, BoxError>
+where
+    S: RaftLogStorage<RaftTypes>,
+    F: Fn(&Path) -> Result<S, BoxError>,
+{
+    let config = raft_config()?;
+    let router = Router::default();
+    let mut nodes = Vec::new();
+    for id in 1..=NODES {
+        let store = open(&dir.join(format!("node-{id}")))?;
+        let node = Node::new(id, config.clone(), router.clone(), store, Machine::default()).await?;
+        router.set(id, Some(node.clone()));
+        nodes.push(node);
+    }
+    let members: BTreeMap<u64, BasicNode> = (1..=NODES).map(|id| (id, BasicNode::default())).collect();
+    nodes[0].initialize(members).await?;
+    let metrics =
+        nodes[0].wait(Some(Duration::from_secs(10))).metrics(|m| m.current_leader.is_some(), "a leader").await?;
+    let leader = metrics.current_leader.and_then(|id| router.get(id)).ok_or("no leader")?;
+    leader.client_write("warm-up".to_string()).await?;
+
+    let payload = "x".repeat(options.record_bytes);
+    let (fsyncs, cpu) = (sync_hook::calls(), process_cpu_time());
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(options.run.seconds);
+    let mut tasks = Vec::new();
+    for client in 0..clients {
+        let (leader, command) = (leader.clone(), format!("c{client}={payload}"));
+        tasks.push(tokio::spawn(async move {
+            let mut latency_us = new_histogram();
+            let (mut writes, mut failed) = (0, 0);
+            while Instant::now() < deadline {
+                let call = Instant::now();
+                match leader.client_write(command.clone()).await {
+                    Ok(_) => {
+                        latency_us.saturating_record(call.elapsed().as_micros().max(1) as u64);
+                        writes += 1;
+                    }
+                    Err(_) => failed += 1,
+                }
+            }
+            (writes, failed, latency_us)
+        }));
+    }
+    let mut point = Point {
+        calls: 0,
+        entries: 0,
+        failed: 0,
+        elapsed: Duration::ZERO,
+        latency_us: new_histogram(),
+        cpu: Duration::ZERO,
+        fsyncs: 0,
+    };
+    for task in tasks {
+        let (writes, failed, latency_us) = task.await?;
+        point.calls += writes;
+        point.entries += writes;
+        point.failed += failed;
+        point.latency_us.add(&latency_us)?;
+    }
+    point.elapsed = started.elapsed();
+    point.cpu = process_cpu_time() - cpu;
+    point.fsyncs = sync_hook::calls() - fsyncs;
+    for (id, node) in (1..=NODES).zip(nodes) {
+        router.set(id, None);
+        node.shutdown().await?;
+    }
+    Ok(point)
+}
+
+/// Runs the cluster benchmark at each `--threads` count (clients) and prints
+/// the table.
+pub fn run(options: &ClusterOptions) -> Result<(), BoxError> {
+    let run = &options.run;
+    let workdir = run.device.work_dir(run.dir.as_deref(), "redolog-bench-raft-")?;
+    println!(
+        "redolog bench --workload raft: 3 nodes in one process, {} on device {}, {}-byte payloads",
+        workdir.path().display(),
+        run.device,
+        options.record_bytes
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let names = stores::chosen(&options.stores)?;
+    let measured = interleave(
+        run.rounds,
+        &run.threads,
+        &names,
+        |_, _| true,
+        |visit| {
+            let (name, clients, round) = (*visit.system, visit.count, visit.round);
+            let dir = workdir.path().join(format!("{name}-{clients}-{round}"));
+            let point = ClusterPoint { dir: &dir, clients, options };
+            // Room for openraft's default snapshot interval many times over.
+            let measured = runtime.block_on(with_store(name, 64 << 20, point))?;
+            std::fs::remove_dir_all(&dir)?;
+            if run.report_interval > 0 {
+                println!(
+                    "[ round {} ] {name} {clients} clients: {:.0} writes/s",
+                    round + 1,
+                    measured.calls as f64 / measured.elapsed.as_secs_f64()
+                );
+            }
+            Ok(measured)
+        },
+    )?;
+    println!(
+        "\n{:<14} {:>8} {:>12} {:>9} {:>9} {:>13} {:>12} {:>7}",
+        "store", "clients", "writes/s", "p50 µs", "p99 µs", "cpu µs/write", "fsync/write", "failed"
+    );
+    for &clients in &run.threads {
+        for &name in &names {
+            let at = measured.iter().filter(|point| point.count == clients && *point.system == name);
+            let summary = Summary::of(at.map(|point| &point.result));
+            println!(
+                "{:<14} {:>8} {:>12.0} {:>9} {:>9} {:>13.1} {:>12.3} {:>7}",
+                name,
+                clients,
+                summary.calls_per_sec,
+                summary.p50_us,
+                summary.p99_us,
+                summary.cpu_us_per_entry,
+                summary.fsyncs_per_call,
+                summary.failed,
+            );
+        }
+    }
+    Ok(())
+}

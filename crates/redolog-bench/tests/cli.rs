@@ -1,0 +1,273 @@
+//! Goal: `redolog-bench` does what its help says: `bench` runs a tiny sweep
+//! of every workload and writes JSON in the documented schema, plots, runs the
+//! seed scenarios, simulates a device; `read-back` reads every group both ways;
+//! options a workload does not take are refused.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn redolog(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_redolog-bench")).args(args).output().expect("run redolog-bench")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `redolog-bench bench` for one round without interval lines, plus `args`;
+/// it must succeed. Returns its standard output.
+fn bench(args: &[&str]) -> String {
+    let output = redolog(&[&["bench", "--rounds", "1", "--intervals", "false"], args].concat());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    text(&output.stdout)
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).expect("json")).expect("parse")
+}
+
+#[test]
+fn bench_writes_json_in_the_documented_schema() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("out.json");
+    bench(&[
+        "--threads",
+        "1,2",
+        "--seconds",
+        "0.2",
+        "--dir",
+        dir.path().to_str().expect("utf-8 path"),
+        "--json",
+        json.to_str().expect("utf-8 path"),
+    ]);
+    let value = read_json(&json);
+    for key in ["cpu", "cores", "kernel", "filesystem", "device", "fdatasync_p50_us", "fdatasync_p99_us"] {
+        assert!(value["machine"].get(key).is_some(), "machine.{key} missing: {value}");
+    }
+    assert_eq!(value["machine"]["device"], "disk");
+    let results = value["results"].as_array().expect("results");
+    let systems: Vec<&str> = results.iter().filter_map(|result| result["system"].as_str()).collect();
+    for system in ["redolog", "mutex", "raw"] {
+        assert!(systems.contains(&system), "{system} missing: {systems:?}");
+    }
+    for result in results {
+        for key in ["threads", "durability", "record_bytes", "commits_per_sec", "p50_us", "p99_us", "records_per_fsync"]
+        {
+            assert!(result.get(key).is_some(), "{key} missing: {result}");
+        }
+        assert!(result["commits_per_sec"].as_f64().expect("number") > 0.0, "{result}");
+        // Every system but redolog is compared with redolog, pair by pair;
+        // every system's fdatasyncs are counted (the process-wide hook).
+        if result["system"] == "redolog" {
+            assert!(result.get("ratio").is_none(), "{result}");
+        } else {
+            assert_eq!(result["ratio"]["reference"], "redolog", "{result}");
+        }
+        assert!(result["records_per_fsync"].as_f64().expect("number") > 0.0, "{result}");
+    }
+    // Every round's point, with redolog's pipeline.
+    let points = value["points"].as_array().expect("points");
+    assert_eq!(points.len(), 5, "redolog and mutex at 1 and 2 threads, raw at 1: {points:?}");
+    assert!(points.iter().any(|p| p["system"] == "redolog" && p["pipeline"].is_string() && p["round"] == 1));
+}
+
+/// `--plot` draws an SVG and a PNG with a line per system.
+#[test]
+fn bench_plots_svg_and_png() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let svg = dir.path().join("plot.svg");
+    bench(&["--device", "tmpfs", "--threads", "1,2", "--seconds", "0.1", "--plot", svg.to_str().expect("utf-8 path")]);
+    let drawing = std::fs::read_to_string(&svg).expect("svg");
+    for label in ["commits/s", "p99 latency", "redolog", "mutex", "threads"] {
+        assert!(drawing.contains(label), "{label} missing from the SVG");
+    }
+    let png = std::fs::read(dir.path().join("plot.png")).expect("png");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{} bytes", png.len());
+}
+
+/// `--scenario` runs a seed's experiment and prints the seed's figure beside
+/// ours: MySQL bug #95390's with the wait counters, which show no lost wake-up.
+#[test]
+fn bench_runs_a_seed_scenario() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("out.json");
+    let stdout = bench(&[
+        "--scenario",
+        "seed-wakeup",
+        "--device",
+        "tmpfs",
+        "--seconds",
+        "0.3",
+        "--json",
+        json.to_str().expect("utf-8 path"),
+    ]);
+    assert!(stdout.contains("MySQL bug #95390"), "{stdout}");
+    assert_eq!(read_json(&json)["scenario"], "seed-wakeup");
+    for system in ["redolog ", "redolog-tiny "] {
+        let line = stdout
+            .lines()
+            .find(|line| line.trim_start().starts_with(system) && line.contains("64 threads"))
+            .unwrap_or_else(|| panic!("no story line for {system}: {stdout}"));
+        assert!(line.contains("lost wake-ups 0"), "{line}");
+    }
+}
+
+/// `--device sim:<latency>`: every fdatasync (the probe's, redolog's and the
+/// baselines') takes at least the latency, and the JSON names the profile.
+#[test]
+fn a_simulated_device_makes_fdatasync_take_its_latency() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("out.json");
+    let stdout = bench(&[
+        "--device",
+        "sim:2ms",
+        "--threads",
+        "1",
+        "--seconds",
+        "0.3",
+        "--json",
+        json.to_str().expect("utf-8 path"),
+    ]);
+    assert!(stdout.contains("device sim:2000us: fdatasync p50"), "{stdout}");
+    let value = read_json(&json);
+    assert_eq!(value["machine"]["device"], "sim:2000us");
+    assert!(value["machine"]["fdatasync_p50_us"].as_f64().expect("number") >= 2000.0, "{value}");
+    for result in value["results"].as_array().expect("results") {
+        // One thread, one commit per fdatasync: at most 500 commits/s.
+        assert!(result["commits_per_sec"].as_f64().expect("number") <= 500.0, "{result}");
+    }
+    // --dir belongs to --device disk.
+    let refused = redolog(&["bench", "--device", "tmpfs", "--dir", "/tmp", "--threads", "1", "--seconds", "0.1"]);
+    assert!(!refused.status.success());
+    assert!(text(&refused.stderr).contains("--device disk"), "{}", text(&refused.stderr));
+}
+
+/// `redolog read-back` writes a log, reads it back both ways and checks that
+/// both ways returned every group (it fails otherwise).
+#[test]
+fn read_back_reads_every_group_both_ways() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_str().expect("utf-8 path");
+    let output = redolog(&["read-back", "--gib", "0.01", "--rounds", "2", "--dir", path]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("read_from GiB/s") && stdout.contains("median"), "{stdout}");
+}
+
+/// `redolog bench --async`: tasks awaiting `commit_async` beside the thread
+/// path, in one table.
+#[test]
+fn bench_async_runs_tasks_beside_threads() {
+    let stdout = bench(&["--async", "--tasks", "8", "--time", "0.3", "--device", "tmpfs"]);
+    // Table rows: the system, then the task count.
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|line| {
+            let mut words = line.split_whitespace();
+            matches!(words.next(), Some("async" | "redolog")) && words.next() == Some("8")
+        })
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}\n{stdout}");
+    assert!(stdout.contains("× redolog"), "{stdout}");
+}
+
+/// `redolog bench --workload raft`: a three-node openraft cluster per store,
+/// clients writing through the leader; every write succeeds.
+#[test]
+fn bench_raft_writes_through_a_three_node_cluster() {
+    let stdout = bench(&["--workload", "raft", "--tasks", "4", "--time", "0.5", "--device", "tmpfs"]);
+    let row = stdout
+        .lines()
+        .find(|line| line.split_whitespace().take(2).eq(["redolog-raft", "4"]))
+        .unwrap_or_else(|| panic!("no redolog-raft row\n{stdout}"));
+    let columns: Vec<&str> = row.split_whitespace().collect();
+    let writes_per_s: f64 = columns[2].parse().expect("writes/s");
+    assert!(writes_per_s > 0.0, "{row}");
+    assert_eq!(columns.last(), Some(&"0"), "failed writes: {row}");
+}
+
+/// Options that mean nothing to a workload are refused, not ignored.
+#[test]
+fn bench_refuses_options_its_workload_does_not_take() {
+    let output = redolog(&["bench", "--workload", "raft", "--json", "/tmp/never-written.json"]);
+    assert!(!output.status.success());
+    assert!(text(&output.stderr).contains("--json does not apply to --workload raft"), "{}", text(&output.stderr));
+    let output = redolog(&["bench", "--stores", "raft-log"]);
+    assert!(!output.status.success());
+    assert!(text(&output.stderr).contains("--stores does not apply to --workload log"), "{}", text(&output.stderr));
+}
+
+/// A page store small enough for a debug build, on tmpfs.
+const SMALL_STORE: [&str; 6] = ["--device", "tmpfs", "--buffer-pool-bytes", "16777216", "--log-capacity", "8388608"];
+
+/// `redolog bench --workload oltp_write_only`: sysbench's shape on the page
+/// store — prepare, interval lines, the summary, no failed transaction —
+/// and its JSON and plot.
+#[test]
+fn bench_oltp_runs_sysbench_shaped_transactions_on_the_page_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (json, svg) = (dir.path().join("oltp.json"), dir.path().join("oltp.svg"));
+    let stdout = bench(
+        &[
+            &SMALL_STORE[..],
+            &[
+                "--json",
+                json.to_str().expect("utf-8 path"),
+                "--plot",
+                svg.to_str().expect("utf-8 path"),
+                "--workload",
+                "oltp_write_only",
+                "--tables",
+                "2",
+                "--table-size",
+                "500",
+                "--threads",
+                "2",
+                "--time",
+                "1",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(stdout.contains("prepared 2 tables of 500 rows"), "{stdout}");
+    let transactions: u64 = stdout
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("transactions:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no transactions line\n{stdout}"));
+    assert!(transactions > 0, "{stdout}");
+    assert!(stdout.contains("failed:                              0"), "{stdout}");
+    let json = read_json(&json);
+    assert_eq!(json["workload"], "oltp_write_only");
+    let point = &json["points"][0];
+    assert_eq!((point["system"].as_str(), point["threads"].as_u64()), (Some("pagestore"), Some(2)), "{json}");
+    assert_eq!(point["transactions"].as_u64(), Some(transactions), "{json}");
+    assert!(point["engine"]["log_bytes"].as_u64() > Some(0), "{json}");
+    assert!(std::fs::read_to_string(&svg).expect("svg").contains("pagestore"));
+    assert!(std::fs::read(svg.with_extension("png")).expect("png").starts_with(b"\x89PNG"));
+}
+
+/// The seeds' buffer-pool scenarios run on the page store and print the
+/// seed's figures beside ours: seed-convoy's four stores at each client
+/// count, seed-wakeup's two closed windows with their wait counters.
+#[test]
+fn bench_runs_the_engine_scenarios() {
+    let small = [&SMALL_STORE[..], &["--tables", "1", "--table-size", "300", "--time", "0.3"]].concat();
+    let stdout = bench(&[&["--scenario", "seed-convoy", "--threads", "2"][..], &small].concat());
+    assert!(stdout.contains("MySQL bug #68555"), "{stdout}");
+    let row = stdout
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some("2") && line.matches('x').count() >= 2)
+        .unwrap_or_else(|| panic!("no 2-client row\n{stdout}"));
+    assert!(!row.contains(" 0 "), "every store ran transactions: {row}");
+    let stdout = bench(&[&["--scenario", "seed-wakeup", "--workload", "oltp_insert"][..], &small].concat());
+    assert!(stdout.contains("MySQL bug #95390"), "{stdout}");
+    for system in ["pagestore ", "closed-16k "] {
+        let line = stdout
+            .lines()
+            .find(|line| line.trim_start().starts_with(system) && line.contains("64 clients"))
+            .unwrap_or_else(|| panic!("no story line for {system}\n{stdout}"));
+        assert!(line.contains("lost wake-ups 0"), "{line}");
+    }
+}
