@@ -82,3 +82,178 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod documented_commands {
+    //! Goal: every benchmark command the README and docs/ give parses, with
+    //! the flags its workload takes — a renamed flag or a flag moved to
+    //! another workload fails here, not in a reader's terminal.
+    //! Method: the lines of every fenced block, and every inline code span,
+    //! that run this binary (`cargo run … -- bench|raft-store|read-back …`,
+    //! `./target/release/redolog-bench …`), continuation lines joined, shell
+    //! variables given a value; each is parsed as `main` parses it, and a
+    //! `bench` command is read into its workload's options. Commands that
+    //! need `--features peers` (their line or block says so) are checked in a
+    //! build with that feature (`.ci/run` runs this test so).
+
+    use std::path::{Path, PathBuf};
+
+    use clap::{CommandFactory, FromArgMatches};
+
+    use super::{Cli, Command};
+
+    /// Shell variables the documented loops use, with a value each.
+    const VARIABLES: [(&str, &str); 5] = [
+        ("device", "tmpfs"),
+        ("dev", "sim:100us"),
+        ("s", "seed-wakeup"),
+        ("w", "oltp_insert"),
+        ("dw", "--no-doublewrite"),
+    ];
+
+    /// README.md and docs/*.md.
+    fn documents() -> Vec<PathBuf> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut documents = vec![root.join("README.md")];
+        for entry in std::fs::read_dir(root.join("docs")).expect("docs/") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|extension| extension == "md") {
+                documents.push(path);
+            }
+        }
+        documents
+    }
+
+    /// The commands in `text`: (line number, command, whether it needs
+    /// `--features peers`).
+    fn commands(text: &str) -> Vec<(usize, String, bool)> {
+        let mut found = Vec::new();
+        let mut block: Option<Vec<(usize, String)>> = None;
+        let mut pending = String::new();
+        for (number, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                match block.take() {
+                    Some(lines) => {
+                        let peers = lines.iter().any(|(_, line)| line.contains("--features peers"));
+                        found.extend(lines.into_iter().map(|(number, line)| (number, line, peers)));
+                    }
+                    None => block = Some(Vec::new()),
+                }
+                continue;
+            }
+            if let Some(lines) = block.as_mut() {
+                let code = line.split(" #").next().unwrap_or_default().trim();
+                pending.push_str(code.trim_end_matches('\\'));
+                pending.push(' ');
+                if !code.ends_with('\\') {
+                    lines.push((number + 1, std::mem::take(&mut pending)));
+                }
+            } else {
+                for span in line.split('`').skip(1).step_by(2) {
+                    found.push((number + 1, span.to_owned(), span.contains("--features peers")));
+                }
+            }
+        }
+        found.into_iter().filter_map(|(number, line, peers)| Some((number, args_of(&line)?, peers))).collect()
+    }
+
+    /// The arguments `line` gives this binary, if it runs it.
+    fn args_of(line: &str) -> Option<String> {
+        let line = line.trim();
+        let args = if let Some(rest) = line.strip_prefix("./target/release/redolog-bench ") {
+            rest
+        } else if line.starts_with("cargo run") && !line.contains("--bin ") && !line.contains("--example ") {
+            line.split_once(" -- ")?.1
+        } else {
+            return None;
+        };
+        ["bench", "raft-store", "read-back"].iter().any(|command| args.starts_with(command)).then(|| args.to_owned())
+    }
+
+    /// `args` with the shell variables given their values.
+    fn expand(args: &str) -> Result<Vec<String>, String> {
+        args.split_whitespace()
+            .map(|word| {
+                let mut word = word.to_owned();
+                while let Some(at) = word.find('$') {
+                    let rest = &word[at + 1..];
+                    let (name, length) = match rest.strip_prefix('{') {
+                        Some(inner) => {
+                            let end = inner.find('}').ok_or_else(|| format!("unclosed ${{ in {word}"))?;
+                            let name: String = inner[..end].chars().take_while(|c| c.is_alphanumeric()).collect();
+                            (name, end + 2)
+                        }
+                        None => {
+                            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                            let length = name.len();
+                            (name, length)
+                        }
+                    };
+                    let value = VARIABLES
+                        .iter()
+                        .find(|(variable, _)| *variable == name)
+                        .ok_or_else(|| format!("no value for the shell variable {name}"))?
+                        .1;
+                    word.replace_range(at..at + 1 + length, value);
+                }
+                Ok(word)
+            })
+            .collect()
+    }
+
+    /// Parses `args` as `main` does; a `bench` command is also read into its
+    /// workload's options (which refuses flags the workload does not take).
+    fn check(args: &str) -> Result<(), String> {
+        let words = expand(args)?;
+        let command = Cli::command();
+        let matches = command
+            .clone()
+            .try_get_matches_from(std::iter::once("redolog-bench".to_owned()).chain(words))
+            .map_err(|error| error.to_string())?;
+        let cli = Cli::from_arg_matches(&matches).map_err(|error| error.to_string())?;
+        if let Command::Bench(options) = cli.command {
+            let bench = command.find_subcommand("bench").ok_or("no bench")?;
+            let bench_matches = matches.subcommand_matches("bench").ok_or("no bench matches")?;
+            options.into_run(bench_matches, bench).map_err(|error| error.to_string())?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn every_documented_command_parses() {
+        let (mut found, mut checked) = (0, 0);
+        let mut failures = Vec::new();
+        for document in documents() {
+            let text = std::fs::read_to_string(&document).expect("readable");
+            for (line, args, peers) in commands(&text) {
+                found += 1;
+                if peers && !cfg!(feature = "peers") {
+                    continue;
+                }
+                checked += 1;
+                if let Err(error) = check(&args) {
+                    let first = error.lines().next().unwrap_or_default().to_owned();
+                    failures.push(format!("{}:{line}: {args}\n    {first}", document.display()));
+                }
+            }
+        }
+        assert!(found >= 30 && checked >= 10, "{found} commands found, {checked} checked: is the extraction broken?");
+        assert!(
+            failures.is_empty(),
+            "{} of {checked} documented commands fail:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_wrong_command_is_caught() {
+        assert!(check("bench --workload raft --json x.json").is_err(), "a flag the workload does not take");
+        assert!(check("bench --no-such-flag").is_err());
+        assert!(check("bench --device $device").is_ok());
+        assert!(check("bench --device $nothing").is_err());
+        let text = "```sh\ncargo run --release -- bench \\\n    --threads 2   # a comment\n```\nsee `cargo run --release -- raft-store --rounds 1`\n";
+        let found: Vec<(usize, String)> = commands(text).into_iter().map(|(line, args, _)| (line, args)).collect();
+        assert_eq!(found, [(3, "bench  --threads 2".to_owned()), (5, "raft-store --rounds 1".to_owned())]);
+    }
+}

@@ -69,3 +69,67 @@ fn main() -> ExitCode {
 fn is_broken_pipe(error: &(dyn std::error::Error + 'static)) -> bool {
     error.downcast_ref::<std::io::Error>().is_some_and(|error| error.kind() == std::io::ErrorKind::BrokenPipe)
 }
+
+#[cfg(test)]
+mod documented_commands {
+    //! Goal: every `redolog` command the README and docs/ give
+    //! (`cargo run … --bin redolog -- …`, `redolog dump|verify …`) parses.
+    //! The benchmark's commands are checked by redolog-bench's own test.
+
+    use std::path::Path;
+
+    use clap::Parser;
+
+    use super::Cli;
+
+    /// The tool's arguments in every inline code span and code line of `text`.
+    fn commands(text: &str) -> Vec<(usize, String)> {
+        let mut found = Vec::new();
+        for (number, line) in text.lines().enumerate() {
+            let spans = line.split('`').skip(1).step_by(2).map(str::to_owned);
+            for candidate in spans.chain([line.split(" #").next().unwrap_or_default().to_owned()]) {
+                let candidate = candidate.trim();
+                let args = match candidate.split_once("--bin redolog -- ") {
+                    Some((_, args)) => args,
+                    // `redolog verify` alone in prose names the command;
+                    // with arguments it is one to run.
+                    None => match candidate.strip_prefix("redolog ") {
+                        Some(args) if (args.starts_with("dump ") || args.starts_with("verify ")) => args,
+                        _ => continue,
+                    },
+                };
+                found.push((number + 1, args.replace("DIR", "/tmp/a-log")));
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn every_documented_command_parses() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut documents = vec![root.join("README.md")];
+        documents.extend(
+            std::fs::read_dir(root.join("docs"))
+                .expect("docs/")
+                .map(|entry| entry.expect("entry").path())
+                .filter(|path| path.extension().is_some_and(|extension| extension == "md")),
+        );
+        let mut checked = 0;
+        for document in documents {
+            let text = std::fs::read_to_string(&document).expect("readable");
+            for (line, args) in commands(&text) {
+                checked += 1;
+                let parsed = Cli::try_parse_from(std::iter::once("redolog").chain(args.split_whitespace()));
+                assert!(parsed.is_ok(), "{}:{line}: redolog {args}: {:?}", document.display(), parsed.err());
+            }
+        }
+        assert!(checked >= 2, "the README's dump and verify: {checked} found");
+    }
+
+    #[test]
+    fn a_wrong_command_is_caught() {
+        let found = commands("cargo run --release --bin redolog -- dumpp DIR   # typo\nsee `redolog verify DIR`");
+        assert_eq!(found, [(1, "dumpp /tmp/a-log".to_owned()), (2, "verify /tmp/a-log".to_owned())]);
+        assert!(Cli::try_parse_from(["redolog", "dumpp", "/tmp/a-log"]).is_err());
+    }
+}

@@ -1,5 +1,5 @@
 //! The engine's background work and its log free check (docs/PAGESTORE.md
-//! §12): page cleaners that flush each instance's oldest pages at a rate set
+//! §10): page cleaners that flush each instance's oldest pages at a rate set
 //! by the checkpoint age, a checkpointer, and the free check a statement
 //! makes before it starts — one coordinator flushes when the log is short of
 //! space, the threads that must wait sleep on an event, and the threads that
@@ -381,6 +381,21 @@ impl Engine {
         }
     }
 
+    /// The free check's wait triad, what the background did, and the
+    /// checkpoint age now.
+    pub(crate) fn stats(&self) -> EngineStats {
+        EngineStats {
+            checkpoint_age: self.age(),
+            pages_dirtied: self.pool.pages_dirtied(),
+            page_latch: self.pool.waits.page_latch.snapshot(),
+            index_lock: self.pool.waits.index_lock.snapshot(),
+            log_end: self.log.end_lsn().as_u64(),
+            background_prioritized: self.mode == FreeCheck::Coordinator
+                && !self.priority_refused.load(Ordering::Relaxed),
+            ..self.stats.lock().clone()
+        }
+    }
+
     /// The checkpoint age past which the cleaners flush without the
     /// `io_capacity` budget (InnoDB's async mark): seven eighths of the
     /// free-check age.
@@ -504,19 +519,6 @@ impl Background {
             }
         })?);
         Ok(Background { engine: engine.clone(), threads })
-    }
-
-    pub(crate) fn stats(&self) -> EngineStats {
-        EngineStats {
-            checkpoint_age: self.engine.age(),
-            pages_dirtied: self.engine.pool.pages_dirtied(),
-            page_latch: self.engine.pool.waits.page_latch.snapshot(),
-            index_lock: self.engine.pool.waits.index_lock.snapshot(),
-            log_end: self.engine.log.end_lsn().as_u64(),
-            background_prioritized: self.engine.mode == FreeCheck::Coordinator
-                && !self.engine.priority_refused.load(Ordering::Relaxed),
-            ..self.engine.stats.lock().clone()
-        }
     }
 }
 

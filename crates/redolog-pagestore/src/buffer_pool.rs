@@ -201,7 +201,7 @@ impl BufferPool {
     }
 
     /// Writes the dirty ones of `pages` as one batch; returns how many.
-    /// Latches are not held across the I/O (docs/PAGESTORE.md §12):
+    /// Latches are not held across the I/O (docs/PAGESTORE.md §10):
     /// 1. under each page's latch, a copy and its page LSN, if no other
     ///    flush holds the page (its io-fix: a page another flush copied is
     ///    skipped, so copies of one page reach the file in order);

@@ -1,5 +1,5 @@
 //! The page store: its log, its data file, its buffer pool and its tables
-//! (docs/PAGESTORE.md §10). Opening replays the log onto the pages first.
+//! (docs/PAGESTORE.md §9). Opening replays the log onto the pages first.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -97,6 +97,23 @@ impl PageStore {
         options: Options,
         storage: S,
     ) -> Result<(PageStore, Replayed)> {
+        Self::open_inner(dir, options, storage, true)
+    }
+
+    /// [`open`](Self::open) with no page cleaner and no checkpointer: only
+    /// the free check makes room in the log, so a test sees it do so on
+    /// every run (cargo feature `testkit`).
+    #[cfg(feature = "testkit")]
+    pub fn open_without_background(dir: &Path, options: Options) -> Result<(PageStore, Replayed)> {
+        Self::open_inner(dir, options, FsStorage, false)
+    }
+
+    fn open_inner<S: Storage + Clone + 'static>(
+        dir: &Path,
+        options: Options,
+        storage: S,
+        background: bool,
+    ) -> Result<(PageStore, Replayed)> {
         let (log, recovery) = Log::open_with_storage(&dir.join("log"), options.log.clone(), storage.clone())?;
         let data = DataFile::open(dir, &storage)?;
         let replayed = replay(recovery, &data)?;
@@ -112,9 +129,13 @@ impl PageStore {
         let capacity = options.log.capacity_bytes;
         let engine =
             Arc::new(Engine::new(log, pool, replayed.end_lsn, capacity, options.io_capacity, options.free_check));
-        let background =
-            Background::start(&engine).map_err(|source| crate::Error::Io { path: dir.to_path_buf(), source })?;
-        Ok((PageStore { engine, background: Some(background), tables }, replayed))
+        let background = match background {
+            true => Some(
+                Background::start(&engine).map_err(|source| crate::Error::Io { path: dir.to_path_buf(), source })?,
+            ),
+            false => None,
+        };
+        Ok((PageStore { engine, background, tables }, replayed))
     }
 
     /// The tables the meta page lists.
@@ -193,7 +214,7 @@ impl PageStore {
 
     /// InnoDB's `log_free_check`, which every statement makes first: waits,
     /// on an event, while the log is short of space and one thread flushes
-    /// pages and checkpoints to make room (docs/PAGESTORE.md §12).
+    /// pages and checkpoints to make room (docs/PAGESTORE.md §10).
     pub fn free_check(&self) -> Result<()> {
         self.engine.free_check()
     }
@@ -223,7 +244,7 @@ impl PageStore {
     /// The free check's wait triad, pages flushed, checkpoints, and the
     /// checkpoint age.
     pub fn stats(&self) -> EngineStats {
-        self.background.as_ref().map(Background::stats).unwrap_or_default()
+        self.engine.stats()
     }
 
     /// The buffer pool.

@@ -1,5 +1,5 @@
 //! A sysbench-shaped table: a clustered B+tree on `id` holding `(k, c,
-//! pad)`, and a secondary B+tree on `(k, id)` (docs/PAGESTORE.md §10). Every
+//! pad)`, and a secondary B+tree on `(k, id)` (docs/PAGESTORE.md §9). Every
 //! statement is one mini-transaction over both trees, so recovery never sees
 //! one index changed without the other.
 
