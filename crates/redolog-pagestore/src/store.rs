@@ -7,14 +7,16 @@ use std::sync::Arc;
 use redolog::storage::{FsStorage, Storage};
 use redolog::{Durability, Log, Lsn};
 
-use crate::background::{Background, Engine, EngineStats, FreeCheck};
+use crate::background::Background;
 use crate::btree::{format_meta, BTree, META_PAGE};
 use crate::buffer_pool::BufferPool;
 use crate::datafile::DataFile;
+use crate::engine::{Engine, FreeCheck};
 use crate::mtr::Mtr;
 use crate::page::{PageKind, HEADER_BYTES, PAGE_BYTES};
 use crate::recovery::{replay, Replayed};
 use crate::redo::Redo;
+use crate::stats::EngineStats;
 use crate::table::{Table, Trees, ROW_BYTES};
 use crate::Result;
 

@@ -6,9 +6,9 @@
 use parking_lot::RwLockWriteGuard;
 use redolog::Lsn;
 
-use crate::background::Engine;
 use crate::btree::{BTree, Outcome};
 use crate::buffer_pool::BufferPool;
+use crate::engine::Engine;
 use crate::mtr::Mtr;
 use crate::{Error, Result};
 

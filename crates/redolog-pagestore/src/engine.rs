@@ -1,0 +1,199 @@
+//! The engine the statements and the background threads share: the log, the
+//! buffer pool, the checkpoint, and how the free check behaves
+//! (docs/PAGESTORE.md §10). The jobs on it live beside it: the free check
+//! (`free_check.rs`), the page cleaners (`cleaners.rs`), the background
+//! threads (`background.rs`) and the benchmark's copy of MySQL 5.6.10's free
+//! check (`mysql5610.rs`).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use redolog::{Log, Lsn};
+
+use crate::buffer_pool::BufferPool;
+use crate::page::PageNo;
+use crate::stats::EngineStats;
+use crate::Result;
+
+/// How often a cleaner and the checkpointer wake when nobody wakes them
+/// (InnoDB's page cleaners loop once a second; a tenth keeps batches small).
+pub(crate) const TICK: Duration = Duration::from_millis(100);
+/// Pages one flush batch writes at most (the doublewrite file's size).
+pub(crate) const BATCH_PAGES: usize = crate::datafile::DOUBLEWRITE_PAGES;
+/// The nice value the page cleaners and the checkpointer ask for: above
+/// the statements' threads, as InnoDB raises its page cleaners'
+/// (`buf_flush_page_cleaner_priority`), or on a loaded machine they fall
+/// behind the redo rate and every statement meets the free check.
+const BACKGROUND_NICE: i32 = -10;
+
+/// Asks for [`BACKGROUND_NICE`] for the calling thread; false if refused
+/// (raising a priority needs `CAP_SYS_NICE`): the thread then runs at the
+/// priority it inherited.
+fn raise_priority() -> bool {
+    rustix::process::setpriority_process(Some(rustix::thread::gettid()), BACKGROUND_NICE).is_ok()
+}
+
+/// How the log free check behaves. [`Coordinator`](Self::Coordinator) is the
+/// engine's; the other exists only so that `redolog bench --scenario
+/// seed-convoy` can show MySQL bug #68555's convoy next to its absence.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FreeCheck {
+    /// One coordinator flushes when the checkpoint age passes the free-check
+    /// mark; the threads that must wait sleep on an event; the others pay
+    /// two atomic loads.
+    #[default]
+    Coordinator,
+    /// Benchmark only: MySQL 5.6.10's `log_checkpoint_margin`. A global
+    /// `check_flush_or_checkpoint` flag, set when the age passes seven
+    /// eighths of the mark, sends every statement into the slow path; each
+    /// thread there checkpoints, and past the mark flushes every instance
+    /// that has no batch running up to its target and waits for every
+    /// instance's batch to end; a thread that found a batch running sets the
+    /// flag again (the line the bug is about) and loops.
+    #[doc(hidden)]
+    Mysql5610GlobalFlag,
+}
+
+/// The log, the pool, and the state the background threads share.
+pub(crate) struct Engine {
+    pub(crate) log: Log,
+    pub(crate) pool: BufferPool,
+    /// The log's last checkpoint: this engine takes every one.
+    pub(crate) checkpoint: AtomicU64,
+    /// A statement waits in the free check above this checkpoint age.
+    pub(crate) free_check_age: u64,
+    /// The log's capacity in bytes.
+    pub(crate) capacity: u64,
+    /// Pages per second the cleaners write at a low checkpoint age
+    /// (`innodb_io_capacity`); ten times that as the age nears the free
+    /// check (`innodb_io_capacity_max`'s default ratio).
+    pub(crate) io_capacity: u64,
+    pub(crate) shutdown: AtomicBool,
+    /// The background threads wait a tick on this, so a shutdown wakes
+    /// them at once (it sets `shutdown`, then notifies under the mutex).
+    pub(crate) tick: Mutex<()>,
+    pub(crate) tick_over: Condvar,
+    /// Whether a thread is flushing for space, under the mutex the waiters
+    /// sleep on: a waiter checks and sleeps under it, the coordinator
+    /// clears it and wakes them under it, so no wake-up is lost.
+    pub(crate) space: Mutex<bool>,
+    pub(crate) space_freed: Condvar,
+    pub(crate) stats: Mutex<EngineStats>,
+    /// [`FreeCheck::Mysql5610GlobalFlag`]: the flag, and which instances
+    /// have a flush batch running (`buf_flush_start` / `buf_flush_end`).
+    pub(crate) mode: FreeCheck,
+    pub(crate) check_flush_or_checkpoint: AtomicBool,
+    /// Set when a background thread was refused its raised priority.
+    pub(crate) priority_refused: AtomicBool,
+    pub(crate) batches: Mutex<Vec<bool>>,
+    pub(crate) batch_ended: Condvar,
+}
+
+impl Engine {
+    pub(crate) fn new(
+        log: Log,
+        pool: BufferPool,
+        checkpoint: Lsn,
+        capacity: u64,
+        io_capacity: u64,
+        mode: FreeCheck,
+    ) -> Engine {
+        let instances = pool.instances();
+        Engine {
+            log,
+            pool,
+            checkpoint: AtomicU64::new(checkpoint.as_u64()),
+            free_check_age: capacity / 4 * 3,
+            capacity,
+            io_capacity: io_capacity.max(1),
+            shutdown: AtomicBool::new(false),
+            tick: Mutex::new(()),
+            tick_over: Condvar::new(),
+            space: Mutex::new(false),
+            space_freed: Condvar::new(),
+            stats: Mutex::new(EngineStats::default()),
+            mode,
+            check_flush_or_checkpoint: AtomicBool::new(false),
+            priority_refused: AtomicBool::new(false),
+            batches: Mutex::new(vec![false; instances]),
+            batch_ended: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn wait_tick(&self) -> bool {
+        let mut tick = self.tick.lock();
+        if self.shutdown.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.tick_over.wait_for(&mut tick, TICK);
+        !self.shutdown.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn age(&self) -> u64 {
+        self.log.end_lsn().as_u64().saturating_sub(self.checkpoint.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn flush_oldest(&self, first: usize, step: usize, count: usize) -> Result<usize> {
+        self.flush(&self.pool.oldest_dirty(first, step, count))
+    }
+
+    pub(crate) fn flush(&self, pages: &[PageNo]) -> Result<usize> {
+        let flushed = self.pool.flush_pages(&self.log, pages)?;
+        self.stats.lock().pages_flushed += flushed as u64;
+        Ok(flushed)
+    }
+
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        let target = self.pool.checkpoint_lsn(&self.log);
+        if target.as_u64() > self.checkpoint.load(Ordering::Acquire) {
+            self.log.checkpoint(target)?;
+            // Release: pairs with the Acquire in `age`.
+            self.checkpoint.fetch_max(target.as_u64(), Ordering::Release);
+            self.stats.lock().checkpoints += 1;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn flush_all(&self) -> Result<()> {
+        let end = self.log.end_lsn();
+        loop {
+            let pages = self.pool.oldest_dirty_below(0, 1, BATCH_PAGES, end);
+            if pages.is_empty() {
+                break;
+            }
+            if self.pool.flush_pages(&self.log, &pages)? == 0 {
+                // Another flush holds them (io-fixed): it finishes them.
+                std::thread::yield_now();
+            }
+        }
+        self.checkpoint()
+    }
+
+    pub(crate) fn record_wait(&self, started: Instant) {
+        let waited = started.elapsed().as_micros() as u64;
+        let mut stats = self.stats.lock();
+        stats.free_check_waits += 1;
+        stats.free_check_wait_us += waited;
+        stats.free_check_wait_us_max = stats.free_check_wait_us_max.max(waited);
+    }
+
+    pub(crate) fn raise_priority(&self) {
+        if !raise_priority() {
+            self.priority_refused.store(true, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn stats(&self) -> EngineStats {
+        EngineStats {
+            checkpoint_age: self.age(),
+            pages_dirtied: self.pool.pages_dirtied(),
+            page_latch: self.pool.waits.page_latch.snapshot(),
+            index_lock: self.pool.waits.index_lock.snapshot(),
+            log_end: self.log.end_lsn().as_u64(),
+            background_prioritized: self.mode == FreeCheck::Coordinator
+                && !self.priority_refused.load(Ordering::Relaxed),
+            ..self.stats.lock().clone()
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! InnoDB's `log_free_check` (docs/PAGESTORE.md §10): one coordinator flushes
+//! when the log is short of space, the threads that must wait sleep on an
+//! event, and the threads that need not wait pay two atomic loads (MySQL bug
+//! #68555's convoy came from a global flag that sent every thread into the
+//! slow path: `mysql5610.rs`).
+
+use std::time::Instant;
+
+use crate::engine::{Engine, FreeCheck, BATCH_PAGES};
+use crate::Result;
+
+impl Engine {
+    pub fn free_check(&self) -> Result<()> {
+        if self.mode == FreeCheck::Mysql5610GlobalFlag {
+            return self.free_check_5610();
+        }
+        if self.age() <= self.free_check_age {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut coordinating = self.space.lock();
+        loop {
+            if self.age() <= self.free_check_age {
+                break;
+            }
+            if *coordinating {
+                self.space_freed.wait(&mut coordinating);
+                continue;
+            }
+            *coordinating = true;
+            drop(coordinating);
+            let flushed = self.make_room();
+            coordinating = self.space.lock();
+            *coordinating = false;
+            self.space_freed.notify_all();
+            flushed?;
+        }
+        drop(coordinating);
+        self.record_wait(started);
+        Ok(())
+    }
+
+    fn make_room(&self) -> Result<()> {
+        while self.age() > self.capacity / 2 {
+            let flushed = self.flush_oldest(0, 1, BATCH_PAGES)?;
+            self.checkpoint()?;
+            if flushed == 0 {
+                if self.pool.dirty_pages() == 0 {
+                    break;
+                }
+                // The oldest pages are a cleaner's to finish (io-fixed).
+                std::thread::yield_now();
+            }
+        }
+        Ok(())
+    }
+}
