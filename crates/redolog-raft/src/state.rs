@@ -34,7 +34,8 @@ pub(crate) struct State<C: RaftTypeConfig> {
     pub committed: Option<LogId<C::NodeId>>,
     pub purged: Option<LogId<C::NodeId>>,
     pub entries: BTreeMap<u64, Slot<C>>,
-    /// The end of the last group: the next group starts here.
+    /// The end of the newest group the store appended or recovered: where a
+    /// purge with no entry left checkpoints.
     pub end: Lsn,
     /// The last checkpoint: recovery starts here.
     pub checkpoint: Lsn,
@@ -132,23 +133,23 @@ impl<C: RaftTypeConfig> Shared<C> {
     /// there is one, and hands `update` the locked view and where the group
     /// went.
     ///
-    /// The view stays locked across the log's append (RS-1, docs/RAFT.md,
-    /// "Appends"): the group starts where the view's `end` says and the view
-    /// learns the group before anyone else appends, whoever appends — a
-    /// clone of the store, a purge's checkpoint record, the close-time
-    /// committed id. The append does no I/O; it waits only when the log's
-    /// buffer is full. (A failed append poisons the log: the pending id has
-    /// nowhere left to go.)
+    /// RS-1 (docs/RAFT.md, "Appends"): the group's start and end are the
+    /// log's own answer (`Log::append_group_range`), not the end of the group
+    /// the view saw last, so the position index is true whoever appends
+    /// meanwhile — a clone of the store, a purge's checkpoint record, the
+    /// close-time committed id. The view's lock is not held across the
+    /// append. (A failed append poisons the log: the pending id has nowhere
+    /// left to go.)
     pub fn append_group<R>(
         &self,
         records: &[Vec<u8>],
         update: impl FnOnce(&mut State<C>, Appended) -> R,
     ) -> Result<R, Error> {
-        let mut state = self.state();
-        let pending = state.pending_committed.take();
+        let pending = self.state().pending_committed.take();
         let refs: Vec<&[u8]> = pending.iter().chain(records).map(Vec::as_slice).collect();
-        let end = self.log.append_group(&refs)?;
-        let start = std::mem::replace(&mut state.end, end);
+        let (start, end) = self.log.append_group_range(&refs)?;
+        let mut state = self.state();
+        state.end = state.end.max(end);
         Ok(update(&mut state, Appended { start, end, first: usize::from(pending.is_some()) }))
     }
 }

@@ -2,9 +2,10 @@
 //! docs/RAFT.md, "Appends"): clones of one store appending at once — entries
 //! from one task, votes from another — leave every entry readable back from
 //! the log files, with the bytes it was appended with. Before RS-1 the index
-//! took a group's start from the previous group's end *after* the append, so
-//! a vote appended between an entry's append and its bookkeeping gave the
-//! entry the vote's group, and reading the entry back from the files failed.
+//! took a group's start from the previous group's end, so a vote appended
+//! between an entry's append and its bookkeeping gave the entry the vote's
+//! group, and reading the entry back from the files failed; now the start is
+//! the log's own (`Log::append_group_range`).
 //! Method: 6,000 one-entry appends (more than the store caches, so the oldest
 //! are read from the files) beside a task saving votes, on `MemStorage` (no
 //! fsync to wait for); then every entry is read back and compared.

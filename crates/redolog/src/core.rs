@@ -110,7 +110,7 @@ impl Core {
     }
 
     /// Appends one group and closes it at once; returns its end LSN.
-    pub(crate) fn append_group(&self, records: &[&[u8]]) -> Result<Lsn> {
+    pub(crate) fn append_group(&self, records: &[&[u8]]) -> Result<(Lsn, Lsn)> {
         let (start, end, mut ready_moved) = self.appender.append_group(records, &self.stages, self, &self.metrics)?;
         if !self.closer.has_space(start) {
             // The window is full: the writer must not wait for our notice
@@ -125,7 +125,7 @@ impl Core {
         if let Some((old, new)) = merge(ready_moved, closed_moved) {
             self.stages.ready_moved(old, new);
         }
-        Ok(end)
+        Ok((start, end))
     }
 
     /// Appends one group and waits for space in the closed window; returns

@@ -135,7 +135,7 @@ impl Log {
     /// assert!(second > first);
     /// ```
     pub fn append(&self, record: &[u8]) -> Result<Lsn> {
-        self.core.append_group(&[record])
+        Ok(self.core.append_group(&[record])?.1)
     }
 
     /// Appends a group of records — a mini-transaction, recovered all or nothing —
@@ -150,6 +150,24 @@ impl Log {
     /// log.wait(end, Durability::Synced).unwrap();
     /// ```
     pub fn append_group(&self, records: &[&[u8]]) -> Result<Lsn> {
+        Ok(self.core.append_group(records)?.1)
+    }
+
+    /// [`append_group`](Self::append_group), returning where the group went:
+    /// its start and its end LSN. For engines that index their groups (a Raft
+    /// log store keeps each entry's group start, where `read_from` finds it):
+    /// the start is the log's own answer, whoever else appends meanwhile.
+    ///
+    /// ```
+    /// # use redolog::{Config, Durability, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let (start, end) = log.append_group_range(&[b"entry 7", b"entry 8"]).unwrap();
+    /// log.wait(end, Durability::Synced).unwrap();
+    /// let group = log.read_from(start).unwrap().next().unwrap().unwrap();
+    /// assert_eq!((group.start_lsn(), group.end_lsn()), (start, end));
+    /// ```
+    pub fn append_group_range(&self, records: &[&[u8]]) -> Result<(Lsn, Lsn)> {
         self.core.append_group(records)
     }
 
