@@ -11,7 +11,7 @@
 //! page never moves: when it splits, its records move to a new child first
 //! (InnoDB's root raise).
 
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::buffer_pool::BufferPool;
 use crate::mtr::Mtr;
@@ -122,11 +122,30 @@ impl BTree {
         self.root
     }
 
-    /// The index lock, to hold across a mini-transaction that changes this
-    /// tree: shared for `insert_optimistic`, `update`, `delete`; exclusive
-    /// for `insert_pessimistic`. Take several trees' locks in tree order.
-    pub fn lock(&self) -> &RwLock<()> {
-        &self.lock
+    /// The index lock shared: an optimistic change, or a read inside a
+    /// mini-transaction. Take several trees' locks in tree order (checked
+    /// in debug builds).
+    pub fn shared(&self) -> Index<'_> {
+        let order = LockOrder::take(self.tree);
+        Index { tree: self, held: Held::Shared(self.lock.read()), _order: order }
+    }
+
+    /// [`shared`](Self::shared) if the lock is free of an exclusive holder now.
+    pub fn try_shared(&self) -> Option<Index<'_>> {
+        let order = LockOrder::take(self.tree);
+        Some(Index { tree: self, held: Held::Shared(self.lock.try_read()?), _order: order })
+    }
+
+    /// The index lock exclusive: a change that may split pages.
+    pub fn exclusive(&self) -> Index<'_> {
+        let order = LockOrder::take(self.tree);
+        Index { tree: self, held: Held::Exclusive(self.lock.write()), _order: order }
+    }
+
+    /// [`exclusive`](Self::exclusive) if nobody holds the lock now.
+    pub fn try_exclusive(&self) -> Option<Index<'_>> {
+        let order = LockOrder::take(self.tree);
+        Some(Index { tree: self, held: Held::Exclusive(self.lock.try_write()?), _order: order })
     }
 
     /// The leaf `key` belongs in, read latches taken and released on the
@@ -155,15 +174,15 @@ impl BTree {
 
     /// The value stored under `key`. Takes the index lock shared.
     pub fn get(&self, pool: &BufferPool, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let _shared = self.lock.read();
+        let _shared = self.shared();
         let leaf = pool.get(self.leaf_for(pool, None, key)?)?;
         let data = leaf.latch().read();
         Ok(data.page.search(key).ok().map(|slot| data.page.record(slot)[self.key_bytes..].to_vec()))
     }
 
     /// The value under `key`, its leaf x-latched in `mtr` (a statement
-    /// that reads a row before it changes it). Index lock held by the caller.
-    pub fn get_in(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    /// that reads a row before it changes it). Through an [`Index`].
+    fn get_in(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let no = self.leaf_for(pool, Some(mtr), key)?;
         let leaf = mtr.latch(no)?;
         Ok(leaf.search(key).ok().map(|slot| leaf.record(slot)[self.key_bytes..].to_vec()))
@@ -171,8 +190,8 @@ impl BTree {
 
     /// X-latches the leaves of `keys` in page order: a mini-transaction that
     /// will change several leaves of one tree takes them in one global order
-    /// (index lock held by the caller).
-    pub fn latch_leaves(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, keys: &[&[u8]]) -> Result<()> {
+    /// (through an [`Index`]).
+    fn latch_leaves(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, keys: &[&[u8]]) -> Result<()> {
         let mut leaves = keys.iter().map(|key| self.leaf_for(pool, Some(mtr), key)).collect::<Result<Vec<_>>>()?;
         leaves.sort_unstable();
         leaves.dedup();
@@ -184,7 +203,7 @@ impl BTree {
 
     /// Every record, in key order (for checks: it walks the whole tree).
     pub fn scan(&self, pool: &BufferPool) -> Result<Vec<Vec<u8>>> {
-        let _shared = self.lock.read();
+        let _shared = self.shared();
         let mut next = Some(self.leaf_for(pool, None, &vec![0; self.key_bytes])?);
         let mut records = Vec::new();
         while let Some(no) = next {
@@ -196,8 +215,8 @@ impl BTree {
         Ok(records)
     }
 
-    /// Inserts `key` + `value` if its leaf has room (index lock shared).
-    pub fn insert_optimistic(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8], value: &[u8]) -> Result<Outcome> {
+    /// Inserts `key` + `value` if its leaf has room (through a shared [`Index`]).
+    fn insert_optimistic(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8], value: &[u8]) -> Result<Outcome> {
         let no = self.leaf_for(pool, Some(mtr), key)?;
         let leaf = mtr.latch(no)?;
         let Err(slot) = leaf.search(key) else { return Ok(Outcome::NotApplicable) };
@@ -208,9 +227,9 @@ impl BTree {
         Ok(Outcome::Done)
     }
 
-    /// Inserts `key` + `value`, splitting pages as needed (index lock
-    /// exclusive): the path from the root is x-latched first.
-    pub fn insert_pessimistic(&self, mtr: &mut Mtr<'_>, key: &[u8], value: &[u8]) -> Result<Outcome> {
+    /// Inserts `key` + `value`, splitting pages as needed (through an
+    /// exclusive [`Index`]): the path from the root is x-latched first.
+    fn insert_pessimistic(&self, mtr: &mut Mtr<'_>, key: &[u8], value: &[u8]) -> Result<Outcome> {
         let mut path = vec![self.root];
         loop {
             let page = mtr.latch(path[path.len() - 1])?;
@@ -296,15 +315,8 @@ impl BTree {
     }
 
     /// Overwrites `bytes` at `offset` of the value stored under `key`
-    /// (index lock shared).
-    pub fn update(
-        &self,
-        mtr: &mut Mtr<'_>,
-        pool: &BufferPool,
-        key: &[u8],
-        offset: usize,
-        bytes: &[u8],
-    ) -> Result<Outcome> {
+    /// (through an [`Index`]).
+    fn update(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8], offset: usize, bytes: &[u8]) -> Result<Outcome> {
         if offset + bytes.len() > self.value_bytes {
             return Err(Error::Change {
                 page: self.root,
@@ -319,13 +331,165 @@ impl BTree {
         Ok(Outcome::Done)
     }
 
-    /// Removes the record under `key` (index lock shared). Pages are not
+    /// Removes the record under `key` (through an [`Index`]). Pages are not
     /// merged: an emptied leaf stays in the chain.
-    pub fn delete(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8]) -> Result<Outcome> {
+    fn delete(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8]) -> Result<Outcome> {
         let no = self.leaf_for(pool, Some(mtr), key)?;
         let leaf = mtr.latch(no)?;
         let Ok(slot) = leaf.search(key) else { return Ok(Outcome::NotApplicable) };
         mtr.apply(Redo::Delete { page: no, slot: slot as u16 })?;
         Ok(Outcome::Done)
+    }
+}
+
+/// A tree's index lock, held: what every change of the tree, and every read
+/// inside a mini-transaction, goes through (PS-7, docs/PAGESTORE.md §8). A
+/// shared one inserts optimistically (a full leaf is [`Outcome::Full`],
+/// nothing changed); an exclusive one splits.
+pub struct Index<'a> {
+    tree: &'a BTree,
+    held: Held<'a>,
+    _order: LockOrder,
+}
+
+enum Held<'a> {
+    Shared(#[allow(dead_code, reason = "held, not read")] RwLockReadGuard<'a, ()>),
+    Exclusive(#[allow(dead_code, reason = "held, not read")] RwLockWriteGuard<'a, ()>),
+}
+
+impl std::fmt::Debug for Index<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index").field("tree", &self.tree.tree).field("exclusive", &self.is_exclusive()).finish()
+    }
+}
+
+impl Index<'_> {
+    /// Whether the lock is held exclusive.
+    pub fn is_exclusive(&self) -> bool {
+        matches!(self.held, Held::Exclusive(_))
+    }
+
+    /// The tree.
+    pub fn tree(&self) -> &BTree {
+        self.tree
+    }
+
+    /// The value under `key`, its leaf x-latched in `mtr` (a statement
+    /// that reads a row before it changes it).
+    pub fn get_in(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.tree.get_in(mtr, pool, key)
+    }
+
+    /// X-latches the leaves of `keys` in page order: a mini-transaction that
+    /// will change several leaves of one tree takes them in one global order.
+    pub fn latch_leaves(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, keys: &[&[u8]]) -> Result<()> {
+        self.tree.latch_leaves(mtr, pool, keys)
+    }
+
+    /// Inserts `key` + `value`: held shared, only if its leaf has room
+    /// ([`Outcome::Full`] otherwise, nothing changed); held exclusive,
+    /// splitting pages as needed.
+    pub fn insert(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8], value: &[u8]) -> Result<Outcome> {
+        match self.held {
+            Held::Shared(_) => self.tree.insert_optimistic(mtr, pool, key, value),
+            Held::Exclusive(_) => self.tree.insert_pessimistic(mtr, key, value),
+        }
+    }
+
+    /// Overwrites `bytes` at `offset` of the value stored under `key`.
+    pub fn update(
+        &self,
+        mtr: &mut Mtr<'_>,
+        pool: &BufferPool,
+        key: &[u8],
+        offset: usize,
+        bytes: &[u8],
+    ) -> Result<Outcome> {
+        self.tree.update(mtr, pool, key, offset, bytes)
+    }
+
+    /// Removes the record under `key`. Pages are not merged: an emptied leaf
+    /// stays in the chain.
+    pub fn delete(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8]) -> Result<Outcome> {
+        self.tree.delete(mtr, pool, key)
+    }
+}
+
+/// The index locks' order (docs/PAGESTORE.md §8, "Latch order"): a thread
+/// takes trees' locks in increasing tree number, so two statements never
+/// wait for each other's trees (InnoDB's sync-order check, `sync0debug`).
+/// Debug builds keep the trees a thread holds and panic on a lock taken out
+/// of order; release builds keep nothing.
+struct LockOrder {
+    #[cfg(debug_assertions)]
+    tree: u32,
+}
+
+#[cfg(debug_assertions)]
+thread_local! {
+    static HELD: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl LockOrder {
+    #[cfg_attr(not(debug_assertions), allow(unused_variables))]
+    fn take(tree: u32) -> LockOrder {
+        #[cfg(debug_assertions)]
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(&last) = held.iter().max() {
+                assert!(
+                    tree > last,
+                    "index lock of tree {tree} taken while holding tree {last}'s: index locks go in tree order \
+                     (docs/PAGESTORE.md §8)"
+                );
+            }
+            held.push(tree);
+        });
+        LockOrder {
+            #[cfg(debug_assertions)]
+            tree,
+        }
+    }
+}
+
+impl Drop for LockOrder {
+    fn drop(&mut self) {
+        #[cfg(debug_assertions)]
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(at) = held.iter().rposition(|&tree| tree == self.tree) {
+                held.remove(at);
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Index locks in tree order pass; the check forgets a lock once its
+    /// guard drops, failed tries included.
+    #[test]
+    fn index_locks_in_tree_order_pass() {
+        let (first, second) = (BTree::open(1, 3, 8, 8), BTree::open(2, 4, 8, 8));
+        let one = first.shared();
+        let two = second.try_exclusive().expect("free");
+        drop((two, one));
+        let two = second.shared();
+        drop(two);
+        let _one = first.exclusive();
+    }
+
+    /// InnoDB's sync-order check for the index locks: a lower tree's lock
+    /// taken while a higher one is held is the order two statements could
+    /// deadlock on, caught in debug builds whether or not they race.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "index locks go in tree order")]
+    fn an_index_lock_out_of_tree_order_panics_in_debug_builds() {
+        let (first, second) = (BTree::open(1, 3, 8, 8), BTree::open(2, 4, 8, 8));
+        let _two = second.shared();
+        let _one = first.shared();
     }
 }

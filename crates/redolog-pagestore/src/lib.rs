@@ -48,7 +48,7 @@ mod store;
 mod table;
 mod waits;
 
-pub use btree::{allocate, format_meta, BTree, Outcome, META_PAGE};
+pub use btree::{allocate, format_meta, BTree, Index, Outcome, META_PAGE};
 pub use buffer_pool::{BufferPool, Frame, FrameData, LRU_SCAN_DEPTH};
 pub use datafile::{DataFile, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, DOUBLEWRITE_PAGES};
 pub use engine::FreeCheck;

@@ -3,10 +3,9 @@
 //! statement is one mini-transaction over both trees, so recovery never sees
 //! one index changed without the other.
 
-use parking_lot::RwLockWriteGuard;
 use redolog::Lsn;
 
-use crate::btree::{BTree, Outcome};
+use crate::btree::{BTree, Index, Outcome};
 use crate::buffer_pool::BufferPool;
 use crate::engine::Engine;
 use crate::mtr::Mtr;
@@ -80,12 +79,6 @@ impl std::fmt::Debug for Table<'_> {
     }
 }
 
-/// Index locks held for one attempt: shared (optimistic) or exclusive.
-enum Held<'a> {
-    Shared(#[allow(dead_code)] [parking_lot::RwLockReadGuard<'a, ()>; 2]),
-    Exclusive(#[allow(dead_code)] [RwLockWriteGuard<'a, ()>; 2]),
-}
-
 impl<'a> Table<'a> {
     pub(crate) fn new(trees: &'a Trees, engine: &'a Engine) -> Self {
         Table { trees, engine }
@@ -103,25 +96,25 @@ impl<'a> Table<'a> {
     /// Runs `body` as one mini-transaction: first optimistically (both
     /// index locks shared); if a leaf is full, again with both exclusive,
     /// the first attempt's changes put back by its mini-transaction's drop.
-    /// Index locks are taken in tree order: primary, then secondary.
-    fn statement(&self, body: impl Fn(&mut Mtr<'_>, bool) -> Result<Outcome>) -> Result<(Outcome, Option<Lsn>)> {
+    /// Index locks are taken in tree order: primary, then secondary. The
+    /// body reaches the trees only through the held locks.
+    fn statement(
+        &self,
+        body: impl Fn(&mut Mtr<'_>, &Index<'_>, &Index<'_>) -> Result<Outcome>,
+    ) -> Result<(Outcome, Option<Lsn>)> {
         self.engine.free_check()?;
         for pessimistic in [false, true] {
             let site = &self.pool().waits.index_lock;
-            let (primary, secondary) = (self.trees.primary.lock(), self.trees.secondary.lock());
-            let _held = if pessimistic {
-                Held::Exclusive([
-                    site.take(|| primary.try_write(), || primary.write()),
-                    site.take(|| secondary.try_write(), || secondary.write()),
-                ])
+            let (primary, secondary) = (&self.trees.primary, &self.trees.secondary);
+            let (primary, secondary) = if pessimistic {
+                let primary = site.take(|| primary.try_exclusive(), || primary.exclusive());
+                (primary, site.take(|| secondary.try_exclusive(), || secondary.exclusive()))
             } else {
-                Held::Shared([
-                    site.take(|| primary.try_read(), || primary.read()),
-                    site.take(|| secondary.try_read(), || secondary.read()),
-                ])
+                let primary = site.take(|| primary.try_shared(), || primary.shared());
+                (primary, site.take(|| secondary.try_shared(), || secondary.shared()))
             };
             let mut mtr = Mtr::new(&self.engine.pool, &self.engine.log);
-            match body(&mut mtr, pessimistic)? {
+            match body(&mut mtr, &primary, &secondary)? {
                 Outcome::Full => continue,
                 outcome => return Ok((outcome, mtr.commit()?)),
             }
@@ -132,47 +125,30 @@ impl<'a> Table<'a> {
         })
     }
 
-    fn insert_into(
-        tree: &BTree,
-        mtr: &mut Mtr<'_>,
-        pool: &BufferPool,
-        pessimistic: bool,
-        key: &[u8],
-        value: &[u8],
-    ) -> Result<Outcome> {
-        if pessimistic {
-            tree.insert_pessimistic(mtr, key, value)
-        } else {
-            tree.insert_optimistic(mtr, pool, key, value)
-        }
-    }
-
     /// `INSERT`: the row in both trees; `NotApplicable` if `id` exists.
     pub fn insert(&self, row: &Row) -> Result<(Outcome, Option<Lsn>)> {
-        self.statement(|mtr, pessimistic| {
-            let key = primary_key(row.id);
-            match Self::insert_into(&self.trees.primary, mtr, self.pool(), pessimistic, &key, &row.value())? {
+        let pool = self.pool();
+        self.statement(|mtr, primary, secondary| {
+            match primary.insert(mtr, pool, &primary_key(row.id), &row.value())? {
                 Outcome::Done => {}
                 other => return Ok(other),
             }
-            Self::insert_into(&self.trees.secondary, mtr, self.pool(), pessimistic, &secondary_key(row.k, row.id), &[])
+            secondary.insert(mtr, pool, &secondary_key(row.k, row.id), &[])
         })
     }
 
     /// `UPDATE … SET c = ? WHERE id = ?` (sysbench's non-index update).
     pub fn update_c(&self, id: u64, c: &[u8; C_BYTES]) -> Result<(Outcome, Option<Lsn>)> {
-        self.statement(|mtr, _| self.trees.primary.update(mtr, self.pool(), &primary_key(id), C_OFFSET, c))
+        let pool = self.pool();
+        self.statement(|mtr, primary, _| primary.update(mtr, pool, &primary_key(id), C_OFFSET, c))
     }
 
     /// `UPDATE … SET k = k + 1 WHERE id = ?` (sysbench's index update): the
     /// row's `k`, and its secondary entry moved.
     pub fn increment_k(&self, id: u64) -> Result<(Outcome, Option<Lsn>)> {
-        self.statement(|mtr, pessimistic| {
-            let Some(k) = self
-                .trees
-                .primary
-                .get_in(mtr, self.pool(), &primary_key(id))?
-                .map(|value| Row::from_record(id, &value).k)
+        let pool = self.pool();
+        self.statement(|mtr, primary, secondary| {
+            let Some(k) = primary.get_in(mtr, pool, &primary_key(id))?.map(|value| Row::from_record(id, &value).k)
             else {
                 return Ok(Outcome::NotApplicable);
             };
@@ -181,24 +157,25 @@ impl<'a> Table<'a> {
             // changes: two statements moving entries between the same two
             // leaves in opposite directions would otherwise wait for each
             // other.
-            self.trees.secondary.latch_leaves(mtr, self.pool(), &[&old, &new])?;
-            if Self::insert_into(&self.trees.secondary, mtr, self.pool(), pessimistic, &new, &[])? == Outcome::Full {
+            secondary.latch_leaves(mtr, pool, &[&old, &new])?;
+            if secondary.insert(mtr, pool, &new, &[])? == Outcome::Full {
                 return Ok(Outcome::Full);
             }
-            self.trees.secondary.delete(mtr, self.pool(), &old)?;
-            self.trees.primary.update(mtr, self.pool(), &primary_key(id), K_OFFSET, &(k + 1).to_le_bytes())
+            secondary.delete(mtr, pool, &old)?;
+            primary.update(mtr, pool, &primary_key(id), K_OFFSET, &(k + 1).to_le_bytes())
         })
     }
 
     /// `DELETE … WHERE id = ?`: the row and its secondary entry.
     pub fn delete(&self, id: u64) -> Result<(Outcome, Option<Lsn>)> {
-        self.statement(|mtr, _| {
-            let Some(value) = self.trees.primary.get_in(mtr, self.pool(), &primary_key(id))? else {
+        let pool = self.pool();
+        self.statement(|mtr, primary, secondary| {
+            let Some(value) = primary.get_in(mtr, pool, &primary_key(id))? else {
                 return Ok(Outcome::NotApplicable);
             };
             let row = Row::from_record(id, &value);
-            self.trees.primary.delete(mtr, self.pool(), &primary_key(id))?;
-            self.trees.secondary.delete(mtr, self.pool(), &secondary_key(row.k, id))
+            primary.delete(mtr, pool, &primary_key(id))?;
+            secondary.delete(mtr, pool, &secondary_key(row.k, id))
         })
     }
 

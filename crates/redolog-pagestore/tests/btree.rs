@@ -66,34 +66,33 @@ fn crash_and_replay(dir: &Path, store: Store) -> (BufferPool, BTree) {
 /// Inserts optimistically, and pessimistically if the leaf is full.
 fn insert(store: &Store, id: u64, version: u8) -> Outcome {
     {
-        let _shared = store.tree.lock().read();
+        let shared = store.tree.shared();
         let mut mtr = Mtr::new(&store.pool, &store.log);
-        let outcome =
-            store.tree.insert_optimistic(&mut mtr, &store.pool, &key(id), &value(id, version)).expect("insert");
+        let outcome = shared.insert(&mut mtr, &store.pool, &key(id), &value(id, version)).expect("insert");
         if outcome != Outcome::Full {
             mtr.commit().expect("commit");
             return outcome;
         }
     }
-    let _exclusive = store.tree.lock().write();
+    let exclusive = store.tree.exclusive();
     let mut mtr = Mtr::new(&store.pool, &store.log);
-    let outcome = store.tree.insert_pessimistic(&mut mtr, &key(id), &value(id, version)).expect("insert");
+    let outcome = exclusive.insert(&mut mtr, &store.pool, &key(id), &value(id, version)).expect("insert");
     mtr.commit().expect("commit");
     outcome
 }
 
 fn update(store: &Store, id: u64, version: u8) -> Outcome {
-    let _shared = store.tree.lock().read();
+    let shared = store.tree.shared();
     let mut mtr = Mtr::new(&store.pool, &store.log);
-    let outcome = store.tree.update(&mut mtr, &store.pool, &key(id), 8, &[version; 16]).expect("update");
+    let outcome = shared.update(&mut mtr, &store.pool, &key(id), 8, &[version; 16]).expect("update");
     mtr.commit().expect("commit");
     outcome
 }
 
 fn delete(store: &Store, id: u64) -> Outcome {
-    let _shared = store.tree.lock().read();
+    let shared = store.tree.shared();
     let mut mtr = Mtr::new(&store.pool, &store.log);
-    let outcome = store.tree.delete(&mut mtr, &store.pool, &key(id)).expect("delete");
+    let outcome = shared.delete(&mut mtr, &store.pool, &key(id)).expect("delete");
     mtr.commit().expect("commit");
     outcome
 }
