@@ -38,14 +38,29 @@ impl Drop for IoFixes {
     }
 }
 
-/// What the page latch protects.
+/// What the page latch protects. Only the crate changes it — a
+/// mini-transaction through its redo records (PS-1), a flush through the
+/// io-fix (PS-6); callers outside read it through [`Frame::read`].
 #[derive(Debug)]
 pub struct FrameData {
     /// The page.
-    pub page: Page,
+    pub(crate) page: Page,
     /// The start LSN of the first group that dirtied the page since it was
     /// last written; `None`: clean.
-    pub oldest: Option<Lsn>,
+    pub(crate) oldest: Option<Lsn>,
+}
+
+impl FrameData {
+    /// The page.
+    pub fn page(&self) -> &Page {
+        &self.page
+    }
+
+    /// The start LSN of the first group that dirtied the page since it was
+    /// last written; `None`: clean.
+    pub fn oldest(&self) -> Option<Lsn> {
+        self.oldest
+    }
 }
 
 impl Frame {
@@ -54,9 +69,16 @@ impl Frame {
         self.no
     }
 
-    /// The page latch.
-    pub fn latch(&self) -> &Arc<RwLock<FrameData>> {
+    /// The page latch. A mini-transaction takes it exclusive (`Mtr::latch`);
+    /// outside the crate the page is read through [`read`](Self::read).
+    pub(crate) fn latch(&self) -> &Arc<RwLock<FrameData>> {
         &self.latch
+    }
+
+    /// The page and its oldest modification, the latch held shared while
+    /// the guard lives.
+    pub fn read(&self) -> parking_lot::RwLockReadGuard<'_, FrameData> {
+        self.latch.read()
     }
 }
 
@@ -159,7 +181,7 @@ impl BufferPool {
     /// Records that `frame` (latched by the caller, who passes what the
     /// latch protects) was first dirtied by the group starting at `start`:
     /// it joins its instance's flush list (PS-5).
-    pub fn note_modification(&self, frame: &Frame, data: &mut FrameData, start: Lsn) {
+    pub(crate) fn note_modification(&self, frame: &Frame, data: &mut FrameData, start: Lsn) {
         if data.oldest.is_none() {
             self.dirtied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             data.oldest = Some(start);

@@ -178,7 +178,7 @@ fn threads_inserting_at_once_lose_nothing_through_splits() {
     assert_eq!(ids, (0..1200).collect::<Vec<_>>());
     // 1200 records, 8 per leaf at most: at least three levels.
     let root = store.pool.get(store.tree.root()).expect("root");
-    assert!(root.latch().read().page.level() >= 2);
+    assert!(root.read().page().level() >= 2);
 }
 
 /// Ascending inserts split at the insert point, as InnoDB's do: every leaf
@@ -195,20 +195,20 @@ fn ascending_inserts_leave_full_leaves_and_replay() {
     let mut no = store.tree.root();
     loop {
         let frame = store.pool.get(no).expect("page");
-        let data = frame.latch().read();
-        if data.page.level() == 0 {
+        let data = frame.read();
+        if data.page().level() == 0 {
             break;
         }
-        let pointer = &data.page.record(0)[KEY_BYTES..];
+        let pointer = &data.page().record(0)[KEY_BYTES..];
         no = u32::from_le_bytes(pointer.try_into().expect("child pointer"));
     }
     let mut leaves = Vec::new();
     let mut next = Some(no);
     while let Some(leaf) = next {
         let frame = store.pool.get(leaf).expect("leaf");
-        let data = frame.latch().read();
-        leaves.push((data.page.count(), data.page.capacity()));
-        next = data.page.next();
+        let data = frame.read();
+        leaves.push((data.page().count(), data.page().capacity()));
+        next = data.page().next();
     }
     let (last, full) = leaves.split_last().expect("a leaf");
     assert!(full.iter().all(|(count, capacity)| count == capacity), "{leaves:?}");

@@ -49,7 +49,7 @@ fn pool_pages(pool: &BufferPool, pages: &[PageNo]) -> BTreeMap<PageNo, Page> {
     pages
         .iter()
         .map(|&no| {
-            let mut page = pool.get(no).expect("get").latch().read().page.clone();
+            let mut page = pool.get(no).expect("get").read().page().clone();
             page.seal();
             (no, page)
         })
@@ -131,7 +131,7 @@ fn an_uncommitted_mini_transaction_leaves_no_trace() {
         }
         assert!(matches!(mtr.apply(Redo::Delete { page: 4, slot: 0 }), Err(Error::Change { page: 4, .. })));
     } // dropped, not committed
-    assert_eq!(pool.get(3).expect("get").latch().read().page.count(), 0);
+    assert_eq!(pool.get(3).expect("get").read().page().count(), 0);
     assert_eq!(log.end_lsn(), end, "nothing logged");
 }
 
@@ -321,10 +321,10 @@ fn a_flush_never_writes_an_older_copy_over_a_newer_one() {
     });
     assert_eq!((first, second), (1, 0), "flush B must leave the page flush A is writing");
     let frame = pool.get(page).expect("get");
-    assert!(frame.latch().read().oldest.is_some(), "the page changed after A's copy: still dirty");
+    assert!(frame.read().oldest().is_some(), "the page changed after A's copy: still dirty");
     drop(frame);
     assert_eq!(pool.flush_pages(&log, &[page]).expect("flush"), 1);
-    let now = pool.get(page).expect("get").latch().read().page.lsn();
+    let now = pool.get(page).expect("get").read().page().lsn();
     assert_eq!(pool.data().read(page).expect("read").lsn(), now, "the data file holds the page as it is");
 }
 
@@ -373,7 +373,7 @@ fn overlapping_flush_round() {
     });
     let flush_list = pool.flush_list();
     for &no in &pages {
-        let oldest = pool.get(no).expect("get").latch().read().oldest;
+        let oldest = pool.get(no).expect("get").read().oldest();
         let entries: Vec<_> = flush_list.iter().filter(|(_, page)| *page == no).map(|(lsn, _)| *lsn).collect();
         assert_eq!(entries, oldest.into_iter().collect::<Vec<_>>(), "page {no}");
     }
@@ -382,10 +382,10 @@ fn overlapping_flush_round() {
     // write its older copy after the newer one.
     for &no in &pages {
         let frame = pool.get(no).expect("get");
-        let data = frame.latch().read();
-        if data.oldest.is_none() {
+        let data = frame.read();
+        if data.oldest().is_none() {
             let on_disk = pool.data().read(no).expect("read");
-            assert_eq!(on_disk.lsn(), data.page.lsn(), "page {no}: clean in the pool, older in the data file");
+            assert_eq!(on_disk.lsn(), data.page().lsn(), "page {no}: clean in the pool, older in the data file");
         }
     }
 }
