@@ -93,6 +93,13 @@ impl<'a> Mtr<'a> {
                 self.pool.note_modification(&latched.frame, &mut latched.guard, start);
             }
         }
+        // PS-5: the pages are on their flush lists while the group is still
+        // open, so no checkpoint (which goes to at most the closed LSN) can
+        // pass their oldest modification.
+        debug_assert!(
+            self.log.closed_lsn() <= start,
+            "PS-5: the closed LSN passed an open group at {start} before its pages joined the flush lists"
+        );
         // Close before the latches go, as InnoDB's mtr commit does: the
         // group holds the closed window only while its pages join the flush
         // lists, not while the latch waiters are woken.
