@@ -15,7 +15,7 @@ use crate::harness::run::RunOptions;
 use crate::harness::BoxError;
 use crate::log::options::LogOptions;
 use crate::log::registry::SystemKind;
-use crate::oltp::options::{OltpOptions, OltpWorkload};
+use crate::oltp::options::{OltpOptions, OltpWorkload, DEFAULT_LOG_CAPACITY};
 use crate::raft::cluster::ClusterOptions;
 use crate::scenario::Scenario;
 
@@ -112,7 +112,7 @@ pub struct BenchOptions {
     pub io_capacity: u64,
     /// With `--workload oltp_*`: the log's capacity in bytes (InnoDB's
     /// `innodb_redo_log_capacity`, default 100 MiB).
-    #[arg(long, default_value_t = 100 << 20)]
+    #[arg(long, default_value_t = DEFAULT_LOG_CAPACITY)]
     pub log_capacity: u64,
     /// With `--workload oltp_*`, measurement only: the page store writes
     /// pages in place without the doublewrite file — unprotected from torn

@@ -2,6 +2,9 @@
 
 use crate::harness::run::RunOptions;
 
+/// `--log-capacity`'s default: InnoDB's `innodb_redo_log_capacity` default.
+pub const DEFAULT_LOG_CAPACITY: u64 = 100 << 20;
+
 /// sysbench's write workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OltpWorkload {

@@ -85,6 +85,12 @@ pub trait OltpSystem: Sync {
     /// Runs one transaction's statements and its commit wait
     /// (`flush_log_at_trx_commit`).
     fn run(&self, statements: &[Statement], flush_log_at_trx_commit: u8) -> Result<(), BoxError>;
+    /// Leaves nothing for the background to do (the page store: a sharp
+    /// checkpoint), so the next point — this system's or another's —
+    /// starts from a clean pool and no flushing leaks into it.
+    fn quiesce(&self) -> Result<(), BoxError> {
+        Ok(())
+    }
     /// The engine's counters, for the page store.
     fn engine_stats(&self) -> Option<EngineStats> {
         None
