@@ -21,7 +21,7 @@ mod scenario;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use harness::BoxError;
 use options::{BenchOptions, Run};
@@ -48,32 +48,38 @@ enum Command {
     RaftStore(raft::alone::RaftStoreOptions),
 }
 
-/// Runs the benchmark `--workload` names (or its `--scenario`'s experiment).
-fn bench(options: BenchOptions, matches: &clap::ArgMatches) -> Result<(), BoxError> {
-    let command = Cli::command();
-    let bench = command.find_subcommand("bench").ok_or("no bench subcommand")?;
-    match options.into_run(matches, bench)? {
-        Run::Log(options, scenario) => log::run(&options, scenario.as_ref().map(|s| s as &dyn log::Experiment)),
-        Run::Oltp(options) => oltp::run(&options),
-        Run::Engine(options, engine) => engine(&options),
-        Run::Raft(options) => raft::cluster::run(&options),
-    }
+/// What a command line asks for, read into the options of what runs.
+enum Job {
+    /// `bench`: the workload `--workload` names (or its `--scenario`'s
+    /// experiment).
+    Bench(Run),
+    ReadBack(log::read_back::ReadBackOptions),
+    RaftStore(raft::alone::RaftStoreOptions),
+}
+
+/// Reads parsed arguments into a [`Job`]: a `bench` command into its
+/// workload's options, refusing a flag that workload does not take.
+fn job(matches: &ArgMatches) -> Result<Job, BoxError> {
+    Ok(match Cli::from_arg_matches(matches)?.command {
+        Command::Bench(options) => {
+            Job::Bench(options.into_run(matches.subcommand_matches("bench").ok_or("no bench arguments")?)?)
+        }
+        Command::ReadBack(options) => Job::ReadBack(options),
+        Command::RaftStore(options) => Job::RaftStore(options),
+    })
 }
 
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
-    let cli = match Cli::from_arg_matches(&matches) {
-        Ok(cli) => cli,
-        Err(error) => error.exit(),
-    };
-    let result = match cli.command {
-        Command::Bench(options) => match matches.subcommand_matches("bench") {
-            Some(bench_matches) => bench(options, bench_matches),
-            None => Err("no bench arguments".into()),
-        },
-        Command::ReadBack(options) => log::read_back::run(&options),
-        Command::RaftStore(options) => raft::alone::run(&options),
-    };
+    let result = job(&Cli::command().get_matches()).and_then(|job| match job {
+        Job::Bench(Run::Log(options, scenario)) => {
+            log::run(&options, scenario.as_ref().map(|scenario| scenario as &dyn log::Experiment))
+        }
+        Job::Bench(Run::Oltp(options)) => oltp::run(&options),
+        Job::Bench(Run::Engine(options, engine)) => engine(&options),
+        Job::Bench(Run::Raft(options)) => raft::cluster::run(&options),
+        Job::ReadBack(options) => log::read_back::run(&options),
+        Job::RaftStore(options) => raft::alone::run(&options),
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -98,9 +104,9 @@ mod documented_commands {
 
     use std::path::{Path, PathBuf};
 
-    use clap::{CommandFactory, FromArgMatches};
+    use clap::CommandFactory;
 
-    use super::{Cli, Command};
+    use super::{job, Cli};
 
     /// Shell variables the documented loops use, with a value each.
     const VARIABLES: [(&str, &str); 5] = [
@@ -205,18 +211,10 @@ mod documented_commands {
     /// workload's options (which refuses flags the workload does not take).
     fn check(args: &str) -> Result<(), String> {
         let words = expand(args)?;
-        let command = Cli::command();
-        let matches = command
-            .clone()
+        let matches = Cli::command()
             .try_get_matches_from(std::iter::once("redolog-bench".to_owned()).chain(words))
             .map_err(|error| error.to_string())?;
-        let cli = Cli::from_arg_matches(&matches).map_err(|error| error.to_string())?;
-        if let Command::Bench(options) = cli.command {
-            let bench = command.find_subcommand("bench").ok_or("no bench")?;
-            let bench_matches = matches.subcommand_matches("bench").ok_or("no bench matches")?;
-            options.into_run(bench_matches, bench).map_err(|error| error.to_string())?;
-        }
-        Ok(())
+        job(&matches).map(drop).map_err(|error| error.to_string())
     }
 
     #[test]

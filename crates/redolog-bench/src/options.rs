@@ -40,7 +40,7 @@ impl DurabilityArg {
     }
 }
 
-/// What `redolog bench` runs.
+/// What `redolog-bench bench` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum WorkloadArg {
     /// Commits to one log: redolog against the baselines and peers.
@@ -78,7 +78,7 @@ impl WorkloadArg {
     }
 }
 
-/// Options of `redolog bench`.
+/// Options of `redolog-bench bench`.
 #[derive(Clone, Debug, Args)]
 pub struct BenchOptions {
     /// What to run.
@@ -111,7 +111,8 @@ pub struct BenchOptions {
     #[arg(long, default_value_t = 200)]
     pub io_capacity: u64,
     /// With `--workload oltp_*`: the log's capacity in bytes (InnoDB's
-    /// `innodb_redo_log_capacity`, default 100 MiB).
+    /// `innodb_redo_log_capacity`, default 100 MiB; `--scenario seed-convoy`
+    /// uses 16 MiB unless this is given).
     #[arg(long, default_value_t = DEFAULT_LOG_CAPACITY)]
     pub log_capacity: u64,
     /// With `--workload oltp_*`, measurement only: the page store writes
@@ -237,7 +238,7 @@ impl BenchOptions {
     /// The workload these options run and its options; `matches` (the
     /// `bench` subcommand's) tell which flags were given, so a flag the
     /// workload does not take is refused by name.
-    pub fn into_run(self, matches: &ArgMatches, command: &clap::Command) -> Result<Run, BoxError> {
+    pub fn into_run(self, matches: &ArgMatches) -> Result<Run, BoxError> {
         let on_log = self.workload == WorkloadArg::Log;
         let engine = self.scenario.and_then(|scenario| scenario.engine(on_log));
         let (taker, what) = match (self.workload, engine, self.scenario) {
@@ -246,7 +247,7 @@ impl BenchOptions {
             (WorkloadArg::Raft, ..) => (Taker::Raft, "--workload raft".to_string()),
             (workload, ..) => (Taker::Oltp, format!("--workload {}", workload.name())),
         };
-        refuse_flags_not_taken(taker, &what, matches, command)?;
+        refuse_flags_not_taken(taker, &what, matches)?;
         let oltp = |workload| self.oltp_options(workload);
         Ok(match (self.workload, engine) {
             (WorkloadArg::Raft, _) => Run::Raft(ClusterOptions {
@@ -319,17 +320,14 @@ fn oltp_run(options: OltpOptions, engine: Option<crate::scenario::EngineRun>) ->
 
 /// The first flag given on the command line that `taker` does not take, as
 /// an error naming it and what runs (`what`).
-fn refuse_flags_not_taken(
-    taker: Taker,
-    what: &str,
-    matches: &ArgMatches,
-    command: &clap::Command,
-) -> Result<(), BoxError> {
+fn refuse_flags_not_taken(taker: Taker, what: &str, matches: &ArgMatches) -> Result<(), BoxError> {
     for (id, takers) in TAKEN_BY {
         let given = matches.value_source(id) == Some(ValueSource::CommandLine);
         if given && !takers.contains(&taker) {
-            let flag =
-                command.get_arguments().find(|arg| arg.get_id() == *id).and_then(|arg| arg.get_long()).unwrap_or(id);
+            // The flag as the user typed it: these options' own arguments.
+            let options = BenchOptions::augment_args(clap::Command::new("bench"));
+            let flag = options.get_arguments().find(|arg| arg.get_id() == *id).and_then(|arg| arg.get_long());
+            let flag = flag.unwrap_or(id);
             return Err(format!("--{flag} does not apply to {what}").into());
         }
     }
@@ -350,10 +348,9 @@ mod tests {
     }
 
     fn run(args: &[&str]) -> Result<Run, String> {
-        let command = Cli::command();
-        let matches = command.clone().try_get_matches_from(args).map_err(|error| error.to_string())?;
+        let matches = Cli::command().try_get_matches_from(args).map_err(|error| error.to_string())?;
         let options = Cli::from_arg_matches(&matches).map_err(|error| error.to_string())?.options;
-        options.into_run(&matches, &command).map_err(|error| error.to_string())
+        options.into_run(&matches).map_err(|error| error.to_string())
     }
 
     #[test]

@@ -142,7 +142,7 @@ fn a_simulated_device_makes_fdatasync_take_its_latency() {
     assert!(text(&refused.stderr).contains("--device disk"), "{}", text(&refused.stderr));
 }
 
-/// `redolog read-back` writes a log, reads it back both ways and checks that
+/// `redolog-bench read-back` writes a log, reads it back both ways and checks that
 /// both ways returned every group (it fails otherwise).
 #[test]
 fn read_back_reads_every_group_both_ways() {
@@ -154,7 +154,7 @@ fn read_back_reads_every_group_both_ways() {
     assert!(stdout.contains("read_from GiB/s") && stdout.contains("median"), "{stdout}");
 }
 
-/// `redolog bench --async`: tasks awaiting `commit_async` beside the thread
+/// `redolog-bench bench --async`: tasks awaiting `commit_async` beside the thread
 /// path, in one table.
 #[test]
 fn bench_async_runs_tasks_beside_threads() {
@@ -171,7 +171,7 @@ fn bench_async_runs_tasks_beside_threads() {
     assert!(stdout.contains("× redolog"), "{stdout}");
 }
 
-/// `redolog bench --workload raft`: a three-node openraft cluster per store,
+/// `redolog-bench bench --workload raft`: a three-node openraft cluster per store,
 /// clients writing through the leader; every write succeeds.
 #[test]
 fn bench_raft_writes_through_a_three_node_cluster() {
@@ -200,7 +200,7 @@ fn bench_refuses_options_its_workload_does_not_take() {
 /// A page store small enough for a debug build, on tmpfs.
 const SMALL_STORE: [&str; 6] = ["--device", "tmpfs", "--buffer-pool-bytes", "16777216", "--log-capacity", "8388608"];
 
-/// `redolog bench --workload oltp_write_only`: sysbench's shape on the page
+/// `redolog-bench bench --workload oltp_write_only`: sysbench's shape on the page
 /// store — prepare, interval lines, the summary, no failed transaction —
 /// and its JSON and plot.
 #[test]

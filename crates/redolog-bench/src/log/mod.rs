@@ -82,7 +82,7 @@ pub fn run(options: &LogOptions, experiment: Option<&dyn Experiment>) -> Result<
     let fdatasync = machine::fdatasync_latency(workdir.path(), 200)?;
     let machine = machine::Machine::describe(workdir.path(), run.device, &fdatasync);
     println!(
-        "redolog bench: {} on {} ({} cores, kernel {}), {}",
+        "redolog-bench bench: {} on {} ({} cores, kernel {}), {}",
         workdir.path().display(),
         machine.filesystem,
         machine.cores,

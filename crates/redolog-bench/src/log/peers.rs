@@ -1,4 +1,4 @@
-//! Real peers for `redolog bench` (cargo feature `peers`), each doing the same
+//! Real peers for `redolog-bench bench` (cargo feature `peers`), each doing the same
 //! work as redolog: one commit is one record made durable per the durability.
 //!
 //! - `rocksdb` and `rocksdb-pipelined` (RocksDB through the `rocksdb` crate,

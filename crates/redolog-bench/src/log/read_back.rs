@@ -1,4 +1,4 @@
-//! `redolog read-back`: how fast a log reads back through `Log::read_from` on
+//! `redolog-bench read-back`: how fast a log reads back through `Log::read_from` on
 //! the open log, against what a user would do without it — close, reopen and
 //! iterate recovery — over the same bytes, in interleaved rounds.
 
@@ -12,7 +12,7 @@ use crate::harness::device::Device;
 use crate::harness::stats::median;
 use crate::harness::BoxError;
 
-/// Options of `redolog read-back`.
+/// Options of `redolog-bench read-back`.
 #[derive(Clone, Debug, Args)]
 pub struct ReadBackOptions {
     /// Log bytes to write and read back, in GiB.
@@ -90,7 +90,7 @@ fn fill(options: &ReadBackOptions) -> Result<(Log, Written), BoxError> {
     log.wait(log.end_lsn(), Durability::Synced)?;
     let end = log.end_lsn();
     println!(
-        "redolog read-back: {} on {}, {groups} groups of {} × {} B, {:.2} GiB of log written in {:.1} s",
+        "redolog-bench read-back: {} on {}, {groups} groups of {} × {} B, {:.2} GiB of log written in {:.1} s",
         dir.path().display(),
         options.device,
         options.records_per_group,

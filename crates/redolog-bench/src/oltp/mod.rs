@@ -1,4 +1,4 @@
-//! `redolog bench --workload oltp_*`: sysbench's write workloads on the page
+//! `redolog-bench bench --workload oltp_*`: sysbench's write workloads on the page
 //! store (crates/redolog-pagestore), named and shaped like sysbench's:
 //! `--tables` tables of `--table-size` rows (`id`, `k`, `c` 120 bytes, `pad`
 //! 60) loaded first (sysbench's `prepare`), then `--threads` clients for
@@ -35,11 +35,11 @@ use crate::harness::run::{RunOptions, DEFAULT_THREADS};
 use crate::harness::stats::{median, new_histogram};
 use crate::harness::BoxError;
 use options::{OltpOptions, OltpWorkload, DEFAULT_LOG_CAPACITY};
+use system::{prepared_rows, transaction, OltpSystem, Random, Statement};
 
 /// seed-convoy's log when `--log-capacity` is left at its default: small
 /// enough that every point fills it several times, at every client count.
 const SEED_CONVOY_LOG_CAPACITY: u64 = 16 << 20;
-use system::{prepared_rows, transaction, OltpSystem, Random, Statement};
 
 /// One client's counts: transactions, and latencies this interval and in all.
 struct Client {
@@ -348,7 +348,7 @@ fn systems(workdir: &Path, options: &OltpOptions) -> Result<Vec<Box<dyn OltpSyst
 /// The first line of a run.
 fn print_heading(options: &OltpOptions) {
     println!(
-        "redolog bench --workload {}: device {}, {} tables of {} rows, page store: {} buffer pool instance(s) of \
+        "redolog-bench bench --workload {}: device {}, {} tables of {} rows, page store: {} buffer pool instance(s) of \
          {} MiB in all, io_capacity {}, a {} MiB log, flush_log_at_trx_commit={}",
         options.workload.name(),
         options.run.device,

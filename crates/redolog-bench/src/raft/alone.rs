@@ -1,4 +1,4 @@
-//! `redolog raft-store`: an openraft log store alone, no cluster — what a
+//! `redolog-bench raft-store`: an openraft log store alone, no cluster — what a
 //! Raft node's log costs per append. Each point opens a fresh store and, for
 //! `--time` seconds, appends batches of `--entries` entries through
 //! openraft's `blocking_append` (the flush callback awaited before the next
@@ -26,7 +26,7 @@ use crate::harness::rounds::interleave;
 use crate::harness::stats::new_histogram;
 use crate::harness::{sync_hook, BoxError};
 
-/// Options of `redolog raft-store`.
+/// Options of `redolog-bench raft-store`.
 #[derive(Clone, Debug, Args)]
 pub struct RaftStoreOptions {
     /// Entries per append call.
@@ -139,7 +139,7 @@ impl OnStore for AlonePoint<'_> {
 pub fn run(options: &RaftStoreOptions) -> Result<(), BoxError> {
     let workdir = options.device.work_dir(options.dir.as_deref(), "redolog-raft-store-")?;
     println!(
-        "redolog raft-store: {} on device {}, {} append(s) in flight",
+        "redolog-bench raft-store: {} on device {}, {} append(s) in flight",
         workdir.path().display(),
         options.device,
         options.in_flight.max(1)
@@ -154,9 +154,9 @@ pub fn run(options: &RaftStoreOptions) -> Result<(), BoxError> {
         |visit| {
             let (name, batch, round) = (*visit.system, visit.count, visit.round);
             let dir = workdir.path().join(format!("{name}-{batch}-{round}"));
+            let point = AlonePoint { dir: &dir, batch, options };
             // Unconstrained: Tokio's cooperative budget would make a ready flush
             // callback look pending and hold it in the in-flight queue.
-            let point = AlonePoint { dir: &dir, batch, options };
             let measured = runtime.block_on(tokio::task::unconstrained(with_store(name, 1 << 30, point)))?;
             std::fs::remove_dir_all(&dir)?;
             Ok(measured)
@@ -166,22 +166,18 @@ pub fn run(options: &RaftStoreOptions) -> Result<(), BoxError> {
         "\n{:<14} {:>8} {:>12} {:>12} {:>9} {:>9} {:>11} {:>12}",
         "store", "entries", "appends/s", "entries/s", "p50 µs", "p99 µs", "fsync/app", "cpu µs/ent"
     );
-    for &batch in &options.entries {
-        for &name in &names {
-            let at = measured.iter().filter(|point| point.count == batch && *point.system == name);
-            let summary = Summary::of(at.map(|point| &point.result));
-            println!(
-                "{:<14} {:>8} {:>12.0} {:>12.0} {:>9} {:>9} {:>11.2} {:>12.2}",
-                name,
-                batch,
-                summary.calls_per_sec,
-                summary.entries_per_sec,
-                summary.p50_us,
-                summary.p99_us,
-                summary.fsyncs_per_call,
-                summary.cpu_us_per_entry,
-            );
-        }
+    for (batch, name, summary) in Summary::table(&measured, &options.entries, &names) {
+        println!(
+            "{:<14} {:>8} {:>12.0} {:>12.0} {:>9} {:>9} {:>11.2} {:>12.2}",
+            name,
+            batch,
+            summary.calls_per_sec,
+            summary.entries_per_sec,
+            summary.p50_us,
+            summary.p99_us,
+            summary.fsyncs_per_call,
+            summary.cpu_us_per_entry,
+        );
     }
     Ok(())
 }

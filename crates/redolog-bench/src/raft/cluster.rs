@@ -1,4 +1,4 @@
-//! `redolog bench --workload raft`: N client tasks write through the leader of
+//! `redolog-bench bench --workload raft`: N client tasks write through the leader of
 //! a three-node openraft cluster in this process (redolog-raft's in-process
 //! network and key-value state machine), each node's log store in its own
 //! directory on `--device`. The stores: `redolog-raft` and, built with
@@ -151,7 +151,7 @@ pub fn run(options: &ClusterOptions) -> Result<(), BoxError> {
     let run = &options.run;
     let workdir = run.device.work_dir(run.dir.as_deref(), "redolog-bench-raft-")?;
     println!(
-        "redolog bench --workload raft: 3 nodes in one process, {} on device {}, {}-byte payloads",
+        "redolog-bench bench --workload raft: 3 nodes in one process, {} on device {}, {}-byte payloads",
         workdir.path().display(),
         run.device,
         options.record_bytes
@@ -184,22 +184,18 @@ pub fn run(options: &ClusterOptions) -> Result<(), BoxError> {
         "\n{:<14} {:>8} {:>12} {:>9} {:>9} {:>13} {:>12} {:>7}",
         "store", "clients", "writes/s", "p50 µs", "p99 µs", "cpu µs/write", "fsync/write", "failed"
     );
-    for &clients in &run.threads {
-        for &name in &names {
-            let at = measured.iter().filter(|point| point.count == clients && *point.system == name);
-            let summary = Summary::of(at.map(|point| &point.result));
-            println!(
-                "{:<14} {:>8} {:>12.0} {:>9} {:>9} {:>13.1} {:>12.3} {:>7}",
-                name,
-                clients,
-                summary.calls_per_sec,
-                summary.p50_us,
-                summary.p99_us,
-                summary.cpu_us_per_entry,
-                summary.fsyncs_per_call,
-                summary.failed,
-            );
-        }
+    for (clients, name, summary) in Summary::table(&measured, &run.threads, &names) {
+        println!(
+            "{:<14} {:>8} {:>12.0} {:>9} {:>9} {:>13.1} {:>12.3} {:>7}",
+            name,
+            clients,
+            summary.calls_per_sec,
+            summary.p50_us,
+            summary.p99_us,
+            summary.cpu_us_per_entry,
+            summary.fsyncs_per_call,
+            summary.failed,
+        );
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! An openraft log store on the `raft-log` crate (cargo feature `peers`), a
-//! peer of `redolog raft-store` and `redolog bench --workload raft`: written
+//! peer of `redolog-bench raft-store` and `redolog-bench bench --workload raft`: written
 //! the way raft-log documents its use (its README and `basic_usage` example) —
 //! one `RaftLog` holding entries, the vote and the committed id; every write
 //! is buffered and then handed to raft-log's flush worker with `flush`; an

@@ -1,5 +1,5 @@
 //! A RocksDB log store for openraft (cargo feature `peers`), the peer of
-//! `redolog raft-store`: written the way openraft's RocksDB example store is —
+//! `redolog-bench raft-store`: written the way openraft's RocksDB example store is —
 //! entries, the vote, the committed id and the purge point in one database,
 //! entries keyed by their index, one WriteBatch per append, `flush_wal(true)`
 //! before the flush callback, serde_json values.

@@ -8,6 +8,7 @@ use hdrhistogram::Histogram;
 use openraft::storage::RaftLogStorage;
 
 use super::RaftTypes;
+use crate::harness::rounds::Measured;
 use crate::harness::stats::{median, new_histogram};
 use crate::harness::BoxError;
 
@@ -88,6 +89,20 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Every store at every count of a sweep, over its rounds, in table
+    /// order (counts, then stores).
+    pub fn table(
+        measured: &[Measured<'_, &'static str, Point>],
+        counts: &[usize],
+        names: &[&'static str],
+    ) -> Vec<(usize, &'static str, Summary)> {
+        let at = |count: usize, name: &str| {
+            let points = measured.iter().filter(|point| point.count == count && *point.system == name);
+            Summary::of(points.map(|point| &point.result))
+        };
+        counts.iter().flat_map(|&count| names.iter().map(move |&name| (count, name, at(count, name)))).collect()
+    }
+
     /// Medians of the rates over the rounds; latencies over every call.
     pub fn of<'a>(points: impl Iterator<Item = &'a Point>) -> Summary {
         let points: Vec<&Point> = points.collect();
