@@ -369,11 +369,6 @@ impl Index<'_> {
         matches!(self.held, Held::Exclusive(_))
     }
 
-    /// The tree.
-    pub fn tree(&self) -> &BTree {
-        self.tree
-    }
-
     /// The value under `key`, its leaf x-latched in `mtr` (a statement
     /// that reads a row before it changes it).
     pub fn get_in(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8]) -> Result<Option<Vec<u8>>> {

@@ -35,7 +35,7 @@ fn raise_priority() -> bool {
 }
 
 /// How the log free check behaves. [`Coordinator`](Self::Coordinator) is the
-/// engine's; the other exists only so that `redolog bench --scenario
+/// engine's; the other exists only so that `redolog-bench bench --scenario
 /// seed-convoy` can show MySQL bug #68555's convoy next to its absence.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FreeCheck {

@@ -13,7 +13,7 @@
 //! ([`BufferPool`]), the mini-transaction ([`Mtr`]), the B+tree
 //! ([`BTree`]), sysbench-shaped tables ([`Table`]) and the store
 //! ([`PageStore`]) with its page cleaners, checkpointer and log free check.
-//! `redolog bench --workload oltp_*` runs sysbench's write workloads on it.
+//! `redolog-bench bench --workload oltp_*` runs sysbench's write workloads on it.
 //!
 //! ```
 //! use redolog_pagestore::{Page, PageKind, Redo};

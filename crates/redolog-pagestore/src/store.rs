@@ -43,10 +43,10 @@ pub struct Options {
     /// The log's configuration.
     pub log: redolog::Config,
     /// The free check's behaviour: leave it at its default. The other value
-    /// exists for `redolog bench --scenario seed-convoy` alone.
+    /// exists for `redolog-bench bench --scenario seed-convoy` alone.
     #[doc(hidden)]
     pub free_check: FreeCheck,
-    /// Measurement only (`redolog bench --no-doublewrite`, docs/PAGESTORE.md
+    /// Measurement only (`redolog-bench bench --no-doublewrite`, docs/PAGESTORE.md
     /// §4.1): pages written in place without the doublewrite copy, which a
     /// power loss can tear for good. Never set it for data you keep.
     #[doc(hidden)]
@@ -131,12 +131,10 @@ impl PageStore {
         let capacity = options.log.capacity_bytes;
         let engine =
             Arc::new(Engine::new(log, pool, replayed.end_lsn, capacity, options.io_capacity, options.free_check));
-        let background = match background {
-            true => Some(
-                Background::start(&engine).map_err(|source| crate::Error::Io { path: dir.to_path_buf(), source })?,
-            ),
-            false => None,
-        };
+        let background = background
+            .then(|| Background::start(&engine))
+            .transpose()
+            .map_err(|source| crate::Error::Io { path: dir.to_path_buf(), source })?;
         Ok((PageStore { engine, background, tables }, replayed))
     }
 
