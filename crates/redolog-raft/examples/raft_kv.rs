@@ -7,7 +7,7 @@
 //! ```
 //!
 //! The network and the state machine are the crate's in-process ones
-//! (`redolog_raft::in_process`): a map from node id to its `Raft`, where a node
+//! (`redolog_raft::openraft_0_9::in_process`): a map from node id to its `Raft`, where a node
 //! that is down is unreachable, and an in-memory map of `key=value` writes.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use openraft::storage::RaftLogStorage;
 use openraft::{BasicNode, Config, Raft};
 
-use redolog_raft::in_process::{Machine, Node, Router, Store};
+use redolog_raft::openraft_0_9::in_process::{Machine, Node, Router, Store};
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 

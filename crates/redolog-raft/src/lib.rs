@@ -1,10 +1,17 @@
-//! An [openraft](https://docs.rs/openraft/0.9) log store on redolog: Raft's
+//! An [openraft](https://docs.rs/openraft) log store on redolog: Raft's
 //! entries, its vote and its committed log id in one crash-safe redo log, with
 //! group commit and no thread per append.
 //!
-//! [`RedologLogStore`] implements openraft 0.9's `RaftLogStorage` and
-//! `RaftLogReader` (feature `storage-v2`) for any `RaftTypeConfig` whose entries
-//! serialize with serde. What it promises:
+//! One store, [`LogStore`], on two openraft lines, each a cargo feature and a
+//! module: [`openraft_0_9`] (`=0.9.25`, feature `openraft-0.9`, on by
+//! default) and [`openraft_0_10`] (`=0.10.0-alpha.37`, feature
+//! `openraft-0.10`). Each implements that line's `RaftLogStorage` and
+//! `RaftLogReader` for any `RaftTypeConfig` whose entries serialize with
+//! serde; records, recovery, the index, the cache, purge and space are one
+//! implementation, and a log written on one line opens on the other
+//! (docs/RAFT.md, "Two openraft lines": choose 0.10 for throughput — its
+//! core does not wait for an append — and 0.9 while you need a stable
+//! release). What the store promises:
 //!
 //! - **`append`** writes the entries as one redolog group (recovery sees all of
 //!   them or none) and returns at once; openraft's flush callback fires from a
@@ -12,7 +19,7 @@
 //!   core, no thread per append.
 //! - **`save_vote`** returns only once the vote is durable (it awaits
 //!   `Log::wait_async`).
-//! - **`truncate` and `purge`** append a record and do not wait: the log is
+//! - **truncate and `purge`** append a record and do not wait: the log is
 //!   sequential, so the next durable append or vote makes them durable too,
 //!   and losing one in a crash before that is losing an operation Raft redoes
 //!   (docs/RAFT.md, "Durability").
@@ -30,23 +37,33 @@
 //!   snapshots.
 //!
 //! ```no_run
+//! # #[cfg(feature = "openraft-0.9")]
 //! # fn main() -> Result<(), redolog_raft::Error> {
 //! use std::io::Cursor; // the default snapshot type of declare_raft_types
 //! openraft::declare_raft_types!(pub TypeConfig);
-//! let store: redolog_raft::RedologLogStore<TypeConfig> =
-//!     redolog_raft::RedologLogStore::open("node-1/raft-log", redolog::Config::default())?;
+//! let store: redolog_raft::openraft_0_9::RedologLogStore<TypeConfig> =
+//!     redolog_raft::openraft_0_9::RedologLogStore::open("node-1/raft-log", redolog::Config::default())?;
 //! // Hand `store` to `openraft::Raft::new` as its log storage.
 //! # drop(store); Ok(()) }
+//! # #[cfg(not(feature = "openraft-0.9"))]
+//! # fn main() {}
 //! ```
 
-#[cfg(feature = "testkit")]
-pub mod in_process;
+#[cfg(not(any(feature = "openraft-0.9", feature = "openraft-0.10")))]
+compile_error!("redolog-raft needs an openraft line: the feature `openraft-0.9` (default) or `openraft-0.10`, or both");
 
 mod error;
+mod line;
 mod record;
 mod space;
 mod state;
 mod store;
 
+#[cfg(feature = "openraft-0.10")]
+pub mod openraft_0_10;
+#[cfg(feature = "openraft-0.9")]
+pub mod openraft_0_9;
+
 pub use error::Error;
-pub use store::RedologLogStore;
+pub use line::Line;
+pub use store::LogStore;

@@ -3,10 +3,10 @@
 //! so the position index is rebuilt without parsing a payload; the rest of a
 //! body is openraft's serde form, as JSON, pinned by `tests/golden.rs`.
 
-use openraft::{LogId, RaftTypeConfig, Vote};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::line::Line;
 use crate::Error;
 
 /// The record format's version: a reader refuses any other.
@@ -23,27 +23,27 @@ const STATE: u8 = 6;
 /// "Space").
 #[derive(Serialize, Deserialize)]
 #[serde(bound = "")]
-pub(crate) struct Kept<C: RaftTypeConfig> {
-    pub vote: Option<Vote<C::NodeId>>,
-    pub committed: Option<LogId<C::NodeId>>,
-    pub purged: Option<LogId<C::NodeId>>,
+pub(crate) struct Kept<L: Line> {
+    pub vote: Option<L::Vote>,
+    pub committed: Option<L::LogId>,
+    pub purged: Option<L::LogId>,
 }
 
 /// One decoded record.
-pub(crate) enum Record<C: RaftTypeConfig> {
+pub(crate) enum Record<L: Line> {
     /// An entry at `index`; its body is parsed only when it is read.
     Entry {
         index: u64,
     },
-    Vote(Vote<C::NodeId>),
-    Committed(Option<LogId<C::NodeId>>),
+    Vote(L::Vote),
+    Committed(Option<L::LogId>),
     /// Entries from `since` on are gone.
     Truncate {
         since: u64,
     },
     /// Entries up to this log id are gone.
-    Purge(LogId<C::NodeId>),
-    State(Kept<C>),
+    Purge(L::LogId),
+    State(Kept<L>),
 }
 
 fn header(kind: u8) -> Vec<u8> {
@@ -55,20 +55,17 @@ fn json<T: Serialize>(mut bytes: Vec<u8>, value: &T) -> Result<Vec<u8>, Error> {
     Ok(bytes)
 }
 
-pub(crate) fn entry<C: RaftTypeConfig>(index: u64, entry: &C::Entry) -> Result<Vec<u8>, Error>
-where
-    C::Entry: Serialize,
-{
+pub(crate) fn entry<L: Line>(index: u64, entry: &L::Entry) -> Result<Vec<u8>, Error> {
     let mut bytes = header(ENTRY);
     bytes.extend_from_slice(&index.to_le_bytes());
     json(bytes, entry)
 }
 
-pub(crate) fn vote<C: RaftTypeConfig>(vote: &Vote<C::NodeId>) -> Result<Vec<u8>, Error> {
+pub(crate) fn vote<L: Line>(vote: &L::Vote) -> Result<Vec<u8>, Error> {
     json(header(VOTE), vote)
 }
 
-pub(crate) fn committed<C: RaftTypeConfig>(committed: &Option<LogId<C::NodeId>>) -> Result<Vec<u8>, Error> {
+pub(crate) fn committed<L: Line>(committed: &Option<L::LogId>) -> Result<Vec<u8>, Error> {
     json(header(COMMITTED), committed)
 }
 
@@ -78,11 +75,11 @@ pub(crate) fn truncate(since: u64) -> Vec<u8> {
     bytes
 }
 
-pub(crate) fn purge<C: RaftTypeConfig>(upto: &LogId<C::NodeId>) -> Result<Vec<u8>, Error> {
+pub(crate) fn purge<L: Line>(upto: &L::LogId) -> Result<Vec<u8>, Error> {
     json(header(PURGE), upto)
 }
 
-pub(crate) fn state<C: RaftTypeConfig>(kept: &Kept<C>) -> Result<Vec<u8>, Error> {
+pub(crate) fn state<L: Line>(kept: &Kept<L>) -> Result<Vec<u8>, Error> {
     json(header(STATE), kept)
 }
 
@@ -97,7 +94,7 @@ fn body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
 }
 
 /// Decodes a record's header and, except for an entry, its body.
-pub(crate) fn decode<C: RaftTypeConfig>(bytes: &[u8]) -> Result<Record<C>, String> {
+pub(crate) fn decode<L: Line>(bytes: &[u8]) -> Result<Record<L>, String> {
     let (&version, &kind) = match bytes {
         [version, kind, ..] => (version, kind),
         _ => return Err(format!("{} bytes: shorter than a header", bytes.len())),
@@ -117,9 +114,6 @@ pub(crate) fn decode<C: RaftTypeConfig>(bytes: &[u8]) -> Result<Record<C>, Strin
 }
 
 /// The entry in an entry record.
-pub(crate) fn entry_body<C: RaftTypeConfig>(bytes: &[u8]) -> Result<C::Entry, String>
-where
-    C::Entry: DeserializeOwned,
-{
+pub(crate) fn entry_body<L: Line>(bytes: &[u8]) -> Result<L::Entry, String> {
     body(bytes.get(10..).ok_or_else(|| "entry header cut short".to_string())?)
 }

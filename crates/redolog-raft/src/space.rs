@@ -4,11 +4,10 @@
 
 use std::sync::Arc;
 
-use openraft::async_runtime::AsyncOneshotSendExt;
-use openraft::{AsyncRuntime, RaftTypeConfig};
 use redolog::Durability;
 
 use crate::error::Error;
+use crate::line::Line;
 use crate::record::{self, Kept};
 use crate::state::Shared;
 
@@ -16,7 +15,7 @@ use crate::state::Shared;
 /// frees an eighth of the log: first the vote, the committed id and the
 /// purge point are appended again and made durable after it, so the
 /// checkpoint drops none of them (docs/RAFT.md, "Space").
-pub(crate) async fn reclaim<C: RaftTypeConfig>(shared: &Arc<Shared<C>>) -> Result<(), Error> {
+pub(crate) async fn reclaim<L: Line>(shared: &Arc<Shared<L>>) -> Result<(), Error> {
     let (target, kept) = {
         let state = shared.state();
         let target = state.entries.first_key_value().map_or(state.end, |(_, slot)| slot.group);
@@ -25,7 +24,7 @@ pub(crate) async fn reclaim<C: RaftTypeConfig>(shared: &Arc<Shared<C>>) -> Resul
         }
         (
             target,
-            Kept::<C> { vote: state.vote.clone(), committed: state.committed.clone(), purged: state.purged.clone() },
+            Kept::<L> { vote: state.vote.clone(), committed: state.committed.clone(), purged: state.purged.clone() },
         )
     };
     let end = shared.append_group(&[record::state(&kept)?], |_, appended| appended.end)?;
@@ -33,7 +32,9 @@ pub(crate) async fn reclaim<C: RaftTypeConfig>(shared: &Arc<Shared<C>>) -> Resul
     // A checkpoint writes and syncs a checkpoint block: it runs on a
     // thread of its own (one per eighth of the log), so no executor thread
     // blocks on the disk; the purge awaits it.
-    let (done, checkpointed) = C::AsyncRuntime::oneshot();
+    // (futures' oneshot: it runs on any executor, so both openraft lines'
+    // runtimes can await it.)
+    let (done, checkpointed) = futures_channel::oneshot::channel();
     let on_thread_shared = shared.clone();
     let spawned = std::thread::Builder::new().name("redolog-raft-checkpoint".into()).spawn(move || {
         let result = on_thread_shared.log.checkpoint(target);

@@ -6,34 +6,34 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
-use openraft::{LogId, RaftTypeConfig, Vote};
 use redolog::{Log, Lsn};
 
 use crate::error::Error;
+use crate::line::Line;
 
 /// Entries kept in memory beyond those not yet durable: reads of the newest
 /// entries (replication to followers that keep up) never touch the files.
 pub(crate) const CACHED_ENTRIES: usize = 4096;
 
 /// Where an entry lives, and the entry itself while it is cached.
-pub(crate) struct Slot<C: RaftTypeConfig> {
-    pub log_id: LogId<C::NodeId>,
+pub(crate) struct Slot<L: Line> {
+    pub log_id: L::LogId,
     /// The start of its group: where the live reader starts.
     pub group: Lsn,
     /// The end of its group: the entry is durable once the log is.
     pub end: Lsn,
     /// Its record number in the group.
     pub record: usize,
-    pub cached: Option<C::Entry>,
+    pub cached: Option<L::Entry>,
 }
 
 /// The store's view of the log, behind one mutex (never held across I/O or
 /// an await).
-pub(crate) struct State<C: RaftTypeConfig> {
-    pub vote: Option<Vote<C::NodeId>>,
-    pub committed: Option<LogId<C::NodeId>>,
-    pub purged: Option<LogId<C::NodeId>>,
-    pub entries: BTreeMap<u64, Slot<C>>,
+pub(crate) struct State<L: Line> {
+    pub vote: Option<L::Vote>,
+    pub committed: Option<L::LogId>,
+    pub purged: Option<L::LogId>,
+    pub entries: BTreeMap<u64, Slot<L>>,
     /// The end of the newest group the store appended or recovered: where a
     /// purge with no entry left checkpoints.
     pub end: Lsn,
@@ -47,7 +47,7 @@ pub(crate) struct State<C: RaftTypeConfig> {
     pub pending_committed: Option<Vec<u8>>,
 }
 
-impl<C: RaftTypeConfig> State<C> {
+impl<L: Line> State<L> {
     pub fn truncate(&mut self, since: u64) {
         // The common case, an append past the last entry, has nothing to cut:
         // `split_off` would still walk and rebuild the tree's right edge.
@@ -58,14 +58,14 @@ impl<C: RaftTypeConfig> State<C> {
 
     /// An entry at `index` replaces the one there and every one after it
     /// (Raft's log matching: a new entry at an index ends the old suffix).
-    pub fn insert(&mut self, index: u64, slot: Slot<C>) {
+    pub fn insert(&mut self, index: u64, slot: Slot<L>) {
         self.truncate(index);
         self.entries.insert(index, slot);
     }
 
-    pub fn purge(&mut self, upto: LogId<C::NodeId>) {
-        self.entries = self.entries.split_off(&(upto.index + 1));
-        if self.purged.as_ref().is_none_or(|purged| purged.index < upto.index) {
+    pub fn purge(&mut self, upto: L::LogId) {
+        self.entries = self.entries.split_off(&(L::index(&upto) + 1));
+        if self.purged.as_ref().is_none_or(|purged| L::index(purged) < L::index(&upto)) {
             self.purged = Some(upto);
         }
     }
@@ -86,15 +86,15 @@ impl<C: RaftTypeConfig> State<C> {
 }
 
 /// What the clones of a store share.
-pub(crate) struct Shared<C: RaftTypeConfig> {
+pub(crate) struct Shared<L: Line> {
     pub log: Log,
-    state: Mutex<State<C>>,
+    state: Mutex<State<L>>,
     /// The log's capacity: a purge checkpoints once an eighth of it is free
     /// to reclaim.
     pub capacity: u64,
 }
 
-impl<C: RaftTypeConfig> Drop for Shared<C> {
+impl<L: Line> Drop for Shared<L> {
     /// Appends the pending committed id; the log's own drop then writes and
     /// syncs it.
     fn drop(&mut self) {
@@ -117,13 +117,13 @@ pub(crate) struct Appended {
     pub first: usize,
 }
 
-impl<C: RaftTypeConfig> Shared<C> {
-    pub fn new(log: Log, state: State<C>, capacity: u64) -> Self {
+impl<L: Line> Shared<L> {
+    pub fn new(log: Log, state: State<L>, capacity: u64) -> Self {
         Shared { log, state: Mutex::new(state), capacity }
     }
 
     /// The view, locked (never across I/O or an await).
-    pub fn state(&self) -> MutexGuard<'_, State<C>> {
+    pub fn state(&self) -> MutexGuard<'_, State<L>> {
         // A panic while holding the lock leaves maps that are still whole:
         // every update is one map operation.
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -143,7 +143,7 @@ impl<C: RaftTypeConfig> Shared<C> {
     pub fn append_group<R>(
         &self,
         records: &[Vec<u8>],
-        update: impl FnOnce(&mut State<C>, Appended) -> R,
+        update: impl FnOnce(&mut State<L>, Appended) -> R,
     ) -> Result<R, Error> {
         let pending = self.state().pending_committed.take();
         let refs: Vec<&[u8]> = pending.iter().chain(records).map(Vec::as_slice).collect();

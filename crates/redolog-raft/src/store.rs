@@ -1,6 +1,9 @@
-//! [`RedologLogStore`]: openraft 0.9's `RaftLogStorage` and `RaftLogReader`
-//! over the store's state (`state`), its records (`record`) and its space
-//! reclamation (`space`).
+//! [`LogStore`]: the store itself, one implementation for every openraft
+//! line — open and recovery, reads through the position index and the cache,
+//! the vote, the committed id, appends whose callback fires once they are
+//! durable, truncate, purge and space. The line modules
+//! ([`openraft_0_9`](crate::openraft_0_9), [`openraft_0_10`](crate::openraft_0_10))
+//! implement openraft's traits on it and convert errors; nothing else.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -8,55 +11,54 @@ use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::Arc;
 
-use openraft::storage::{LogFlushed, RaftLogStorage};
-use openraft::{
-    AnyError, LogId, LogState, RaftLogId, RaftLogReader, RaftTypeConfig, StorageError, StorageIOError, Vote,
-};
 use redolog::{Config, Durability, Log, Lsn};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 
 use crate::error::Error;
+use crate::line::Line;
 use crate::record::{self, Record};
 use crate::space;
 use crate::state::{Appended, Shared, Slot, State};
 
-/// openraft's log storage on one redolog log. Clones share the log: the
-/// store is its own `LogReader`.
-pub struct RedologLogStore<C: RaftTypeConfig> {
-    shared: Arc<Shared<C>>,
+/// openraft's log storage on one redolog log, for the openraft line `L`.
+/// Clones share the log: the store is its own `LogReader`. Users name it
+/// through their line's alias, [`openraft_0_9::RedologLogStore`] or
+/// [`openraft_0_10::RedologLogStore`].
+///
+/// [`openraft_0_9::RedologLogStore`]: crate::openraft_0_9::RedologLogStore
+/// [`openraft_0_10::RedologLogStore`]: crate::openraft_0_10::RedologLogStore
+pub struct LogStore<L: Line> {
+    shared: Arc<Shared<L>>,
 }
 
-impl<C: RaftTypeConfig> Clone for RedologLogStore<C> {
+impl<L: Line> Clone for LogStore<L> {
     fn clone(&self) -> Self {
-        RedologLogStore { shared: self.shared.clone() }
+        LogStore { shared: self.shared.clone() }
     }
 }
 
-impl<C: RaftTypeConfig> Debug for RedologLogStore<C> {
+impl<L: Line> Debug for LogStore<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedologLogStore").field("end_lsn", &self.shared.log.end_lsn()).finish_non_exhaustive()
+        f.debug_struct("LogStore").field("end_lsn", &self.shared.log.end_lsn()).finish_non_exhaustive()
     }
 }
 
-/// An openraft error for a failed log write.
-fn write_error<NID: openraft::NodeId>(error: &Error) -> StorageError<NID> {
-    StorageIOError::write_logs(AnyError::new(error)).into()
-}
-
-fn read_error<NID: openraft::NodeId>(error: &Error) -> StorageError<NID> {
-    StorageIOError::read_logs(AnyError::new(error)).into()
-}
-
-impl<C> RedologLogStore<C>
-where
-    C: RaftTypeConfig,
-    C::Entry: Serialize + DeserializeOwned + Clone,
-{
+impl<L: Line> LogStore<L> {
     /// Opens (or creates) the log in `dir` and rebuilds the store's state by
     /// recovery: the vote, the committed id, the purge point and the position
     /// of every entry. `config` is redolog's; its capacity bounds the entries
     /// kept between two purges.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), redolog_raft::Error> {
+    /// use std::io::Cursor; // the default snapshot type of 0.9's declare_raft_types
+    /// openraft::declare_raft_types!(pub TypeConfig);
+    /// let store = redolog_raft::openraft_0_9::RedologLogStore::<TypeConfig>::open(
+    ///     "node-1/raft-log",
+    ///     redolog::Config::default(),
+    /// )?;
+    /// println!("recovered up to LSN {}", store.log().end_lsn());
+    /// # Ok(()) }
+    /// ```
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Self, Error> {
         let capacity = config.capacity_bytes;
         let (log, recovery) = Log::open(dir, config)?;
@@ -92,11 +94,11 @@ where
             let group = group?;
             for (number, bytes) in group.records().enumerate() {
                 let corrupt = |reason| Error::Corrupt { lsn: group.start_lsn(), record: number, reason };
-                match record::decode::<C>(bytes).map_err(corrupt)? {
+                match record::decode::<L>(bytes).map_err(corrupt)? {
                     Record::Entry { index } => {
-                        let entry = record::entry_body::<C>(bytes).map_err(corrupt)?;
+                        let entry = record::entry_body::<L>(bytes).map_err(corrupt)?;
                         let slot = Slot {
-                            log_id: entry.get_log_id().clone(),
+                            log_id: L::log_id(&entry),
                             group: group.start_lsn(),
                             end: group.end_lsn(),
                             record: number,
@@ -119,7 +121,7 @@ where
             }
         }
         state.evict(log.durable_lsn());
-        Ok(RedologLogStore { shared: Arc::new(Shared::new(log, state, capacity)) })
+        Ok(LogStore { shared: Arc::new(Shared::new(log, state, capacity)) })
     }
 
     /// The redolog log underneath: its metrics, its durable LSN.
@@ -128,8 +130,8 @@ where
     }
 
     /// Entries in `range`, from the cache or the files.
-    fn entries(&self, range: impl RangeBounds<u64>) -> Result<Vec<C::Entry>, Error> {
-        let wanted: Vec<(Option<C::Entry>, Lsn, usize)> = {
+    pub(crate) fn entries(&self, range: impl RangeBounds<u64>) -> Result<Vec<L::Entry>, Error> {
+        let wanted: Vec<(Option<L::Entry>, Lsn, usize)> = {
             let state = self.shared.state();
             state.entries.range(range).map(|(_, slot)| (slot.cached.clone(), slot.group, slot.record)).collect()
         };
@@ -148,116 +150,92 @@ where
             let group = last_group.as_ref().unwrap_or_else(|| unreachable!("read just above"));
             let corrupt = |reason| Error::Corrupt { lsn, record: number, reason };
             let bytes = group.records().nth(number).ok_or_else(|| corrupt("no such record".into()))?;
-            entries.push(record::entry_body::<C>(bytes).map_err(corrupt)?);
+            entries.push(record::entry_body::<L>(bytes).map_err(corrupt)?);
         }
         Ok(entries)
     }
-}
 
-impl<C> RaftLogReader<C> for RedologLogStore<C>
-where
-    C: RaftTypeConfig,
-    C::Entry: Serialize + DeserializeOwned + Clone,
-{
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + openraft::OptionalSend>(
-        &mut self,
-        range: RB,
-    ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
-        self.entries(range).map_err(|error| read_error(&error))
-    }
-}
-
-impl<C> RaftLogStorage<C> for RedologLogStore<C>
-where
-    C: RaftTypeConfig,
-    C::Entry: Serialize + DeserializeOwned + Clone,
-{
-    type LogReader = Self;
-
-    async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<C::NodeId>> {
+    /// The last purged log id and the last log id (the purged one when no
+    /// entry is left), as openraft's `LogState` has them.
+    pub(crate) fn log_state(&self) -> (Option<L::LogId>, Option<L::LogId>) {
         let state = self.shared.state();
         let last = state.entries.last_key_value().map(|(_, slot)| slot.log_id.clone());
-        Ok(LogState { last_purged_log_id: state.purged.clone(), last_log_id: last.or_else(|| state.purged.clone()) })
+        (state.purged.clone(), last.or_else(|| state.purged.clone()))
     }
 
-    async fn get_log_reader(&mut self) -> Self::LogReader {
-        self.clone()
+    pub(crate) fn vote(&self) -> Option<L::Vote> {
+        self.shared.state().vote.clone()
     }
 
-    async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
-        let fail = |error: Error| StorageError::from(StorageIOError::write_vote(AnyError::new(&error)));
-        let record = record::vote::<C>(vote).map_err(fail)?;
-        let end = self
-            .shared
-            .append_group(&[record], |state, appended| {
-                state.vote = Some(vote.clone());
-                appended.end
-            })
-            .map_err(fail)?;
-        self.shared.log.wait_async(end, Durability::Synced).await.map_err(|error| fail(error.into()))
+    pub(crate) fn committed(&self) -> Option<L::LogId> {
+        self.shared.state().committed.clone()
     }
 
-    async fn read_vote(&mut self) -> Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
-        Ok(self.shared.state().vote.clone())
+    /// Appends the vote and returns once it is durable.
+    pub(crate) async fn save_vote(&self, vote: &L::Vote) -> Result<(), Error> {
+        let record = record::vote::<L>(vote)?;
+        let end = self.shared.append_group(&[record], |state, appended| {
+            state.vote = Some(vote.clone());
+            appended.end
+        })?;
+        Ok(self.shared.log.wait_async(end, Durability::Synced).await?)
     }
 
-    async fn save_committed(&mut self, committed: Option<LogId<C::NodeId>>) -> Result<(), StorageError<C::NodeId>> {
-        let record = record::committed::<C>(&committed).map_err(|error| write_error(&error))?;
+    /// Keeps the committed id for the next group (docs/RAFT.md,
+    /// "Durability"): no append, no fdatasync of its own.
+    pub(crate) fn save_committed(&self, committed: Option<L::LogId>) -> Result<(), Error> {
+        let record = record::committed::<L>(&committed)?;
         let mut state = self.shared.state();
         state.pending_committed = Some(record);
         state.committed = committed;
         Ok(())
     }
 
-    async fn read_committed(&mut self) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
-        Ok(self.shared.state().committed.clone())
-    }
-
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), StorageError<C::NodeId>>
-    where
-        I: IntoIterator<Item = C::Entry> + openraft::OptionalSend,
-        I::IntoIter: openraft::OptionalSend,
-    {
-        let entries: Vec<C::Entry> = entries.into_iter().collect();
+    /// Appends `entries` as one group, readable at once, and calls `flushed`
+    /// from a log thread once the group is durable — with the error that
+    /// poisoned the log if it never will be (docs/RAFT.md, "Appends").
+    pub(crate) fn append(
+        &self,
+        entries: impl IntoIterator<Item = L::Entry>,
+        flushed: impl FnOnce(std::io::Result<()>) + Send + 'static,
+    ) -> Result<(), Error> {
+        let entries: Vec<L::Entry> = entries.into_iter().collect();
         let records = entries
             .iter()
-            .map(|entry| record::entry::<C>(entry.get_log_id().index, entry))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|error| write_error(&error))?;
+            .map(|entry| record::entry::<L>(L::index(&L::log_id(entry)), entry))
+            .collect::<Result<Vec<_>, _>>()?;
         if records.is_empty() {
-            callback.log_io_completed(Ok(()));
+            flushed(Ok(()));
             return Ok(());
         }
         let durable = self.shared.log.durable_lsn();
-        let end = self
-            .shared
-            .append_group(&records, |state, Appended { start, end, first }| {
-                for (number, entry) in entries.into_iter().enumerate() {
-                    let log_id = entry.get_log_id().clone();
-                    let index = log_id.index;
-                    let slot = Slot { log_id, group: start, end, record: first + number, cached: Some(entry) };
-                    state.insert(index, slot);
-                }
-                state.evict(durable);
-                end
-            })
-            .map_err(|error| write_error(&error))?;
-        self.shared.log.on_durable(end, Durability::Synced, move |result| {
-            callback.log_io_completed(result.map_err(std::io::Error::other));
-        });
+        let end = self.shared.append_group(&records, |state, Appended { start, end, first }| {
+            for (number, entry) in entries.into_iter().enumerate() {
+                let log_id = L::log_id(&entry);
+                let index = L::index(&log_id);
+                let slot = Slot { log_id, group: start, end, record: first + number, cached: Some(entry) };
+                state.insert(index, slot);
+            }
+            state.evict(durable);
+            end
+        })?;
+        self.shared
+            .log
+            .on_durable(end, Durability::Synced, move |result| flushed(result.map_err(std::io::Error::other)));
         Ok(())
     }
 
-    async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
-        let since = log_id.index;
-        self.shared
-            .append_group(&[record::truncate(since)], |state, _| state.truncate(since))
-            .map_err(|error| write_error(&error))
+    /// Removes the entries from index `since` on. Appended, not waited for:
+    /// the next durable append or vote makes it durable too.
+    pub(crate) fn truncate(&self, since: u64) -> Result<(), Error> {
+        self.shared.append_group(&[record::truncate(since)], |state, _| state.truncate(since))
     }
 
-    async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
-        let record = record::purge::<C>(&log_id).map_err(|error| write_error(&error))?;
-        self.shared.append_group(&[record], |state, _| state.purge(log_id)).map_err(|error| write_error(&error))?;
-        space::reclaim(&self.shared).await.map_err(|error| write_error(&error))
+    /// Removes the entries up to `upto` (inclusive) and reclaims the space
+    /// they held once that is an eighth of the log (docs/RAFT.md, "Space").
+    pub(crate) async fn purge(&self, upto: L::LogId) -> Result<(), Error> {
+        let record = record::purge::<L>(&upto)?;
+        self.shared.append_group(&[record], |state, _| state.purge(upto))?;
+        space::reclaim(&self.shared).await
     }
 }

@@ -8,7 +8,9 @@
 //! the log's own (`Log::append_group_range`).
 //! Method: 6,000 one-entry appends (more than the store caches, so the oldest
 //! are read from the files) beside a task saving votes, on `MemStorage` (no
-//! fsync to wait for); then every entry is read back and compared.
+//! fsync to wait for); then every entry is read back and compared. The
+//! index is the shared store's (`LogStore`), one for both openraft lines:
+//! the test drives it through 0.9's traits.
 
 mod common;
 
@@ -19,7 +21,7 @@ use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
 
 const ENTRIES: u64 = 6_000;
 
-fn entry(index: u64) -> Entry<common::TypeConfig> {
+fn entry(index: u64) -> Entry<common::v0_9::TypeConfig> {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
         payload: EntryPayload::Normal(format!("e{index}")),
@@ -29,8 +31,8 @@ fn entry(index: u64) -> Entry<common::TypeConfig> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clones_appending_at_once_keep_every_entry_readable() {
     let config = redolog::Config { capacity_bytes: 16 << 20, ..redolog::Config::default() };
-    let store =
-        common::Store::open_with_storage(Path::new("log"), config, redolog::storage::MemStorage::new()).expect("open");
+    let store = common::v0_9::Store::open_with_storage(Path::new("log"), config, redolog::storage::MemStorage::new())
+        .expect("open");
     let mut entries = store.clone();
     let appender = tokio::spawn(async move {
         for index in 1..=ENTRIES {
@@ -61,7 +63,7 @@ async fn clones_appending_at_once_keep_every_entry_readable() {
 
 /// Whether the appender has appended the last entry (and yields, so the two
 /// tasks interleave).
-async fn appender_done(store: &common::Store) -> bool {
+async fn appender_done(store: &common::v0_9::Store) -> bool {
     tokio::task::yield_now().await;
     let mut store = store.clone();
     let state = store.get_log_state().await.expect("state");

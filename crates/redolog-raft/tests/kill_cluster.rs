@@ -21,12 +21,10 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::storage::RaftLogStorage;
-use openraft::{BasicNode, Config, EntryPayload, RaftLogReader, SnapshotPolicy};
-
-use common::{Machine, Router, Store};
+use common::{v0_10, v0_9, Line};
 
 const CHILD_ENV: &str = "REDOLOG_RAFT_KILL_DIR";
+const LINE_ENV: &str = "REDOLOG_RAFT_KILL_LINE";
 const NODES: u64 = 3;
 
 /// Big enough for every round's writes: no snapshots, so nothing is purged
@@ -35,8 +33,110 @@ fn config() -> redolog::Config {
     redolog::Config { capacity_bytes: 16 << 20, ..redolog::Config::default() }
 }
 
-fn open(dir: &Path, id: u64) -> Store {
-    Store::open(dir.join(format!("node-{id}")), config()).expect("open a store")
+fn open<S: Line>(dir: &Path, id: u64) -> S {
+    S::open_with(&dir.join(format!("node-{id}")), config()).expect("open a store")
+}
+
+/// A line's three-node cluster as the child runs it.
+trait Cluster: Sized {
+    /// Opens the stores in `dir`, starts the nodes (heartbeats every 50 ms,
+    /// elections after 150–300 ms, no snapshots) and initializes the cluster
+    /// if node 1's store is empty.
+    async fn start(dir: &Path) -> Self;
+    /// Writes `key<key>` through the leader; true once acknowledged.
+    async fn write(&self, key: u64) -> bool;
+    /// Node `id` calls an election.
+    async fn elect(&self, id: u64);
+}
+
+impl Cluster for v0_9::Router {
+    async fn start(dir: &Path) -> Self {
+        use openraft::{BasicNode, Config, SnapshotPolicy};
+        let config = Config {
+            heartbeat_interval: 50,
+            election_timeout_min: 150,
+            election_timeout_max: 300,
+            snapshot_policy: SnapshotPolicy::Never,
+            ..Config::default()
+        };
+        let config = Arc::new(config.validate().expect("config"));
+        let router = v0_9::Router::default();
+        let mut fresh = false;
+        for id in 1..=NODES {
+            let mut store: v0_9::Store = open(dir, id);
+            fresh |= id == 1 && store.state().await.1.is_none();
+            let node = v0_9::Node::new(id, config.clone(), router.clone(), store, v0_9::Machine::default())
+                .await
+                .expect("start a node");
+            router.set(id, Some(node));
+        }
+        if fresh {
+            let members: BTreeMap<u64, BasicNode> = (1..=NODES).map(|id| (id, BasicNode::default())).collect();
+            router.get(1).expect("node 1").initialize(members).await.expect("initialize");
+        }
+        router
+    }
+
+    async fn write(&self, key: u64) -> bool {
+        let metrics = self
+            .get(1)
+            .expect("node 1")
+            .wait(Some(Duration::from_secs(30)))
+            .metrics(|metrics| metrics.current_leader.is_some(), "a leader")
+            .await
+            .expect("a leader within 30 s");
+        let leader = metrics.current_leader.and_then(|id| self.get(id)).expect("the leader runs");
+        leader.client_write(format!("key{key}")).await.is_ok()
+    }
+
+    async fn elect(&self, id: u64) {
+        let _ = self.get(id).expect("the node runs").trigger().elect().await;
+    }
+}
+
+impl Cluster for v0_10::Router {
+    async fn start(dir: &Path) -> Self {
+        use redolog_raft::openraft_0_10::openraft::{BasicNode, Config, SnapshotPolicy};
+        let config = Config {
+            heartbeat_interval: 50,
+            election_timeout_min: 150,
+            election_timeout_max: 300,
+            snapshot_policy: SnapshotPolicy::Never,
+            ..Config::default()
+        };
+        let config = Arc::new(config.validate().expect("config"));
+        let router = v0_10::Router::default();
+        let mut fresh = false;
+        for id in 1..=NODES {
+            let mut store: v0_10::Store = open(dir, id);
+            fresh |= id == 1 && store.state().await.1.is_none();
+            let node = v0_10::Node::new(id, config.clone(), router.clone(), store, v0_10::Machine::default())
+                .await
+                .expect("start a node");
+            router.set(id, Some(node));
+        }
+        if fresh {
+            let members: BTreeMap<u64, BasicNode> = (1..=NODES).map(|id| (id, BasicNode::default())).collect();
+            router.get(1).expect("node 1").initialize(members).await.expect("initialize");
+        }
+        router
+    }
+
+    async fn write(&self, key: u64) -> bool {
+        let metrics = self
+            .get(1)
+            .expect("node 1")
+            .wait(Some(Duration::from_secs(30)))
+            .metrics(|metrics| metrics.current_leader.is_some(), "a leader")
+            .await
+            .expect("a leader within 30 s");
+        let leader = metrics.current_leader.and_then(|id| self.get(id)).expect("the leader runs");
+        leader.client_write(format!("key{key}")).await.is_ok()
+    }
+
+    async fn elect(&self, id: u64) {
+        let _ = self.get(id).expect("the node runs").trigger().elect(false).await;
+    }
 }
 
 /// The child: run the cluster and write until killed.
@@ -46,61 +146,35 @@ fn kill_cluster_child() {
     let Some(dir) = std::env::var_os(CHILD_ENV) else { return };
     let first_key: u64 = std::env::var("REDOLOG_RAFT_FIRST_KEY").expect("first key").parse().expect("a number");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    runtime.block_on(async move {
-        let dir = Path::new(&dir);
-        let config = Config {
-            heartbeat_interval: 50,
-            election_timeout_min: 150,
-            election_timeout_max: 300,
-            snapshot_policy: SnapshotPolicy::Never,
-            ..Config::default()
-        };
-        let config = Arc::new(config.validate().expect("config"));
-        let router = Router::default();
-        let mut fresh = false;
-        for id in 1..=NODES {
-            let mut store = open(dir, id);
-            fresh |= store.get_log_state().await.expect("state").last_log_id.is_none() && id == 1;
-            let node = openraft::Raft::new(id, config.clone(), router.clone(), store, Machine::default())
-                .await
-                .expect("start a node");
-            router.set(id, Some(node));
-        }
-        let first = router.get(1).expect("node 1");
-        if fresh {
-            let members: BTreeMap<u64, BasicNode> = (1..=NODES).map(|id| (id, BasicNode::default())).collect();
-            first.initialize(members).await.expect("initialize");
-        }
-        let mut key = first_key;
-        loop {
-            let leader = first
-                .wait(Some(Duration::from_secs(30)))
-                .metrics(|metrics| metrics.current_leader.is_some(), "a leader")
-                .await
-                .expect("a leader within 30 s")
-                .current_leader
-                .and_then(|id| router.get(id))
-                .expect("the leader runs");
-            if leader.client_write(format!("key{key}")).await.is_ok() {
-                println!("acked {key}");
-                key += 1;
-                // Every 50 writes a node (maybe the leader) calls an
-                // election: terms move, votes are saved, and kills land
-                // mid-election too, so the vote check has something to see.
-                if key % 50 == 0 {
-                    let node = router.get(1 + key / 50 % NODES).expect("the node runs");
-                    let _ = node.trigger().elect().await;
-                }
+    match std::env::var(LINE_ENV).as_deref() {
+        Ok("0.10") => runtime.block_on(write_until_killed::<v0_10::Router>(Path::new(&dir), first_key)),
+        _ => runtime.block_on(write_until_killed::<v0_9::Router>(Path::new(&dir), first_key)),
+    }
+}
+
+async fn write_until_killed<C: Cluster>(dir: &Path, first_key: u64) {
+    let cluster = C::start(dir).await;
+    let mut key = first_key;
+    loop {
+        if cluster.write(key).await {
+            println!("acked {key}");
+            key += 1;
+            // Every 50 writes a node (maybe the leader) calls an
+            // election: terms move, votes are saved, and kills land
+            // mid-election too, so the vote check has something to see.
+            if key % 50 == 0 {
+                cluster.elect(1 + key / 50 % NODES).await;
             }
         }
-    });
+    }
 }
 
 /// Runs one child until killed; returns the keys it acknowledged.
-fn run_child(dir: &Path, first_key: u64, delay: Duration) -> Vec<u64> {
+fn run_child(line: &str, dir: &Path, first_key: u64, delay: Duration) -> Vec<u64> {
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
         .args(["kill_cluster_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, dir)
+        .env(LINE_ENV, line)
         .env("REDOLOG_RAFT_FIRST_KEY", first_key.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -132,21 +206,19 @@ fn run_child(dir: &Path, first_key: u64, delay: Duration) -> Vec<u64> {
 }
 
 /// What the stores hold: per store, its vote's term and its entries' keys.
-fn read_stores(dir: &Path) -> Vec<(u64, BTreeSet<u64>)> {
+fn read_stores<S: Line>(dir: &Path) -> Vec<(u64, BTreeSet<u64>)> {
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
     runtime.block_on(async {
         let mut stores = Vec::new();
         for id in 1..=NODES {
-            let mut store = open(dir, id);
-            let term = store.read_vote().await.expect("vote").map_or(0, |vote| vote.leader_id().term);
-            let last = store.get_log_state().await.expect("state").last_log_id.map_or(0, |id| id.index);
-            let entries = store.try_get_log_entries(0..=last).await.expect("entries");
-            let keys = entries
+            let mut store: S = open(dir, id);
+            let term = store.vote().await.map_or(0, |(term, _, _)| term);
+            let last = store.state().await.1.map_or(0, |(_, index)| index);
+            let keys = store
+                .entries(0..=last)
+                .await
                 .into_iter()
-                .filter_map(|entry| match entry.payload {
-                    EntryPayload::Normal(data) => data.strip_prefix("key").map(|key| key.parse().expect("a key")),
-                    _ => None,
-                })
+                .filter_map(|(_, payload)| payload?.strip_prefix("key").map(|key| key.parse().expect("a key")))
                 .collect();
             stores.push((term, keys));
         }
@@ -154,20 +226,20 @@ fn read_stores(dir: &Path) -> Vec<(u64, BTreeSet<u64>)> {
     })
 }
 
-fn kill_rounds(rounds: u64) {
+fn kill_rounds<S: Line>(line: &str, rounds: u64) {
     let seed = fastrand::u64(..);
     let mut rng = fastrand::Rng::with_seed(seed);
-    eprintln!("kill_cluster: seed {seed}, {rounds} rounds");
+    eprintln!("kill_cluster on openraft {line}: seed {seed}, {rounds} rounds");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut acked_ever = Vec::new();
     let mut terms = vec![0; NODES as usize];
     let mut next_key = 0;
     for round in 0..rounds {
         let delay = Duration::from_millis(rng.u64(50..500));
-        let acked = run_child(dir.path(), next_key, delay);
+        let acked = run_child(line, dir.path(), next_key, delay);
         next_key = acked.last().map_or(next_key, |key| key + 1);
         acked_ever.extend(acked);
-        let stores = read_stores(dir.path());
+        let stores = read_stores::<S>(dir.path());
         for (node, (term, _)) in stores.iter().enumerate() {
             assert!(*term >= terms[node], "round {round}: node {}'s vote went back to term {term}", node + 1);
             terms[node] = *term;
@@ -180,8 +252,16 @@ fn kill_rounds(rounds: u64) {
     eprintln!("kill_cluster: {} acknowledged writes over {rounds} kills, 0 lost; terms {terms:?}", acked_ever.len());
 }
 
+fn rounds() -> u64 {
+    std::env::var("REDOLOG_RAFT_KILL_ROUNDS").ok().and_then(|text| text.parse().ok()).unwrap_or(5)
+}
+
 #[test]
-fn sigkill_never_loses_an_acknowledged_raft_write() {
-    let rounds = std::env::var("REDOLOG_RAFT_KILL_ROUNDS").ok().and_then(|text| text.parse().ok()).unwrap_or(5);
-    kill_rounds(rounds);
+fn sigkill_never_loses_an_acknowledged_raft_write_0_9() {
+    kill_rounds::<v0_9::Store>("0.9", rounds());
+}
+
+#[test]
+fn sigkill_never_loses_an_acknowledged_raft_write_0_10() {
+    kill_rounds::<v0_10::Store>("0.10", rounds());
 }

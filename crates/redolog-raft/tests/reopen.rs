@@ -1,96 +1,80 @@
-//! Goal: everything the store was told survives a reopen — after every kind
-//! of write (append, vote, committed id, truncate, purge, and the checkpoint a
-//! purge triggers) a reopened store reports the same log state, vote,
-//! committed id and entries. openraft's suite never reopens a store; these
-//! tests do. Also: entries read back from the files once the cache dropped
-//! them, and a log that holds something else is a typed error.
+//! Goal: everything the store was told survives a reopen, on both openraft
+//! lines — after every kind of write (append, vote, committed id, truncate,
+//! purge, and the checkpoint a purge triggers) a reopened store reports the
+//! same log state, vote, committed id and entries. openraft's suite never
+//! reopens a store; these tests do. Also: entries read back from the files
+//! once the cache dropped them; a log written on one line opens on the
+//! other with everything in it; and a log that holds something else is a
+//! typed error.
 
 mod common;
 
-use openraft::storage::{RaftLogReaderExt, RaftLogStorage, RaftLogStorageExt};
-use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, LogState, RaftLogReader, Vote};
+use std::path::Path;
 
-use common::{Store, TypeConfig};
+use common::{v0_10, v0_9, Item, Line};
 
-fn log_id(term: u64, index: u64) -> LogId<u64> {
-    LogId::new(CommittedLeaderId::new(term, 1), index)
-}
-
-fn entry(term: u64, index: u64) -> Entry<TypeConfig> {
-    Entry { log_id: log_id(term, index), payload: EntryPayload::Normal(format!("entry {index} of term {term}")) }
-}
-
-/// What a reopen must reproduce.
-#[derive(Debug, PartialEq)]
-struct Seen {
-    state: LogState<TypeConfig>,
-    vote: Option<Vote<u64>>,
-    committed: Option<LogId<u64>>,
-    entries: Vec<Entry<TypeConfig>>,
-}
-
-async fn seen(store: &mut Store) -> Seen {
-    let state = store.get_log_state().await.expect("log state");
-    let from = state.last_purged_log_id.map_or(0, |id| id.index + 1);
-    let to = state.last_log_id.map_or(0, |id| id.index + 1);
-    Seen {
-        vote: store.read_vote().await.expect("vote"),
-        committed: store.read_committed().await.expect("committed"),
-        entries: store.try_get_log_entries(from..to).await.expect("entries"),
-        state,
-    }
+fn entry(term: u64, index: u64) -> Item {
+    ((term, index), Some(format!("entry {index} of term {term}")))
 }
 
 /// Checks that a reopened store sees what `store` sees, and returns it.
-async fn reopened(dir: &std::path::Path, store: Store, context: &str) -> Store {
-    let mut store = store;
-    let before = seen(&mut store).await;
+async fn reopened<S: Line>(dir: &Path, mut store: S, context: &str) -> S {
+    let before = store.seen().await;
     drop(store);
-    let mut store = common::open(dir);
-    assert_eq!(seen(&mut store).await, before, "{context}: the reopened store differs");
+    let mut store = S::open(dir);
+    assert_eq!(store.seen().await, before, "{}, {context}: the reopened store differs", S::NAME);
     store
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_kind_of_write_survives_a_reopen() {
+async fn every_kind_of_write_survives_a_reopen<S: Line>() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut store = common::open(dir.path());
-    store.blocking_append((1..=10).map(|index| entry(1, index))).await.expect("append");
+    let mut store = S::open(dir.path());
+    store.append((1..=10).map(|index| entry(1, index)).collect()).await;
     let mut store = reopened(dir.path(), store, "append").await;
-    store.save_vote(&Vote::new(2, 1)).await.expect("vote");
+    store.save_vote((2, 1, false)).await;
     let mut store = reopened(dir.path(), store, "vote").await;
-    assert_eq!(store.read_vote().await.expect("vote"), Some(Vote::new(2, 1)));
+    assert_eq!(store.vote().await, Some((2, 1, false)));
     // `save_committed` appends nothing: the id goes first in the next group,
     // or is appended when the store closes.
-    store.save_committed(Some(log_id(1, 5))).await.expect("committed");
+    store.save_committed(Some((1, 5))).await;
     let mut store = reopened(dir.path(), store, "committed, then closed").await;
-    assert_eq!(store.read_committed().await.expect("committed"), Some(log_id(1, 5)));
-    store.save_committed(Some(log_id(1, 6))).await.expect("committed");
-    store.blocking_append([entry(2, 11)]).await.expect("append");
+    assert_eq!(store.committed().await, Some((1, 5)));
+    store.save_committed(Some((1, 6))).await;
+    store.append(vec![entry(2, 11)]).await;
     let mut store = reopened(dir.path(), store, "committed, then an append").await;
-    assert_eq!(store.read_committed().await.expect("committed"), Some(log_id(1, 6)));
-    store.truncate(log_id(1, 9)).await.expect("truncate");
-    store.blocking_append([entry(3, 9), entry(3, 10)]).await.expect("append after truncate");
+    assert_eq!(store.committed().await, Some((1, 6)));
+    store.truncate_after(Some((1, 8))).await;
+    store.append(vec![entry(3, 9), entry(3, 10)]).await;
     let mut store = reopened(dir.path(), store, "truncate").await;
-    let last = store.get_log_state().await.expect("state").last_log_id;
-    assert_eq!(last, Some(log_id(3, 10)), "the truncated entries came back");
-    store.purge(log_id(1, 4)).await.expect("purge");
-    store.blocking_append([entry(3, 11)]).await.expect("append after purge");
+    assert_eq!(store.state().await.1, Some((3, 10)), "the truncated entries came back");
+    store.purge((1, 4)).await;
+    store.append(vec![entry(3, 11)]).await;
     let mut store = reopened(dir.path(), store, "purge").await;
-    let state = store.get_log_state().await.expect("state");
-    assert_eq!(state.last_purged_log_id, Some(log_id(1, 4)));
-    assert_eq!(store.try_get_log_entries(5..6).await.expect("entries"), vec![entry(1, 5)]);
+    assert_eq!(store.state().await.0, Some((1, 4)));
+    assert_eq!(store.entries(5..=5).await, vec![entry(1, 5)]);
+    store.truncate_after(None).await;
+    let mut store = reopened(dir.path(), store, "truncate everything").await;
+    assert_eq!(store.state().await, (Some((1, 4)), Some((1, 4))), "no entry is left but the purge point");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_write_survives_a_reopen_0_9() {
+    every_kind_of_write_survives_a_reopen::<v0_9::Store>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_write_survives_a_reopen_0_10() {
+    every_kind_of_write_survives_a_reopen::<v0_10::Store>().await;
 }
 
 /// A purge that frees an eighth of the log checkpoints it; the vote, the
 /// committed id and the purge point were appended long before the checkpoint,
 /// and must survive it (they are re-appended first).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_checkpoint_after_a_purge_keeps_the_vote_the_committed_id_and_the_entries() {
+async fn a_checkpoint_after_a_purge_keeps_the_vote_the_committed_id_and_the_entries<S: Line>() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut store = common::open(dir.path());
-    store.save_vote(&Vote::new_committed(7, 1)).await.expect("vote");
-    store.save_committed(Some(log_id(7, 1))).await.expect("committed");
+    let mut store = S::open(dir.path());
+    store.save_vote((7, 1, true)).await;
+    store.save_committed(Some((7, 1))).await;
     let mut index = 0;
     // 1 MiB of log; purge behind the writer so the log wraps several times.
     for round in 0..12 {
@@ -100,60 +84,110 @@ async fn a_checkpoint_after_a_purge_keeps_the_vote_the_committed_id_and_the_entr
                 entry(7, index)
             })
             .collect();
-        store.blocking_append(batch).await.expect("append");
+        store.append(batch).await;
         if round > 1 {
-            store.purge(log_id(7, index - 300)).await.expect("purge");
+            store.purge((7, index - 300)).await;
         }
     }
     let checkpoint = store.log().metrics().log_checkpoints;
     assert!(checkpoint > 0, "no purge checkpointed the log");
     let mut store = reopened(dir.path(), store, "after the checkpoints").await;
-    assert_eq!(store.read_vote().await.expect("vote"), Some(Vote::new_committed(7, 1)));
-    assert_eq!(store.read_committed().await.expect("committed"), Some(log_id(7, 1)));
-    let state = store.get_log_state().await.expect("state");
-    assert_eq!(state.last_purged_log_id, Some(log_id(7, index - 300)));
-    assert_eq!(state.last_log_id, Some(log_id(7, index)));
-    let kept = store.try_get_log_entries(index - 299..=index).await.expect("entries");
+    assert_eq!(store.vote().await, Some((7, 1, true)));
+    assert_eq!(store.committed().await, Some((7, 1)));
+    assert_eq!(store.state().await, (Some((7, index - 300)), Some((7, index))));
+    let kept = store.entries(index - 299..=index).await;
     assert_eq!(kept, (index - 299..=index).map(|i| entry(7, i)).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_after_a_purge_keeps_everything_0_9() {
+    a_checkpoint_after_a_purge_keeps_the_vote_the_committed_id_and_the_entries::<v0_9::Store>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_after_a_purge_keeps_everything_0_10() {
+    a_checkpoint_after_a_purge_keeps_the_vote_the_committed_id_and_the_entries::<v0_10::Store>().await;
 }
 
 /// More entries than the cache holds: the old ones are read from the files
 /// through the live reader, equal to what was appended, also from groups
 /// that begin with a committed id.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn entries_the_cache_dropped_are_read_from_the_files() {
+async fn entries_the_cache_dropped_are_read_from_the_files<S: Line>() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut store = Store::open(dir.path(), redolog::Config { capacity_bytes: 8 << 20, ..redolog::Config::default() })
-        .expect("open");
+    let config = redolog::Config { capacity_bytes: 8 << 20, ..redolog::Config::default() };
+    let mut store = S::open_with(dir.path(), config).expect("open");
     for batch in 0..100u64 {
         // As a leader does: the committed id before most appends, so those
         // groups start with it and their entries' record numbers shift.
         if batch % 3 != 0 {
-            store.save_committed(Some(log_id(1, batch * 64))).await.expect("committed");
+            store.save_committed(Some((1, batch * 64))).await;
         }
-        store.blocking_append((1..=64).map(|i| entry(1, batch * 64 + i))).await.expect("append");
+        store.append((1..=64).map(|i| entry(1, batch * 64 + i)).collect()).await;
     }
-    let mut reader = store.get_log_reader().await;
-    let all = reader.try_get_log_entries(1..=6400).await.expect("entries");
+    let all = store.entries(1..=6400).await;
     assert_eq!(all, (1..=6400).map(|i| entry(1, i)).collect::<Vec<_>>());
-    let one = reader.try_get_log_entries(100..101).await.expect("one entry");
-    assert_eq!(one, vec![entry(1, 100)]);
-    assert_eq!(reader.get_log_entries(1..3).await.expect("two entries"), vec![entry(1, 1), entry(1, 2)]);
+    assert_eq!(store.entries(100..=100).await, vec![entry(1, 100)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_the_cache_dropped_are_read_from_the_files_0_9() {
+    entries_the_cache_dropped_are_read_from_the_files::<v0_9::Store>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_the_cache_dropped_are_read_from_the_files_0_10() {
+    entries_the_cache_dropped_are_read_from_the_files::<v0_10::Store>().await;
+}
+
+/// A store written on line `A` opened on line `B`: the same vote, committed
+/// id, purge point and entries (blank ones too), and `B` appends on.
+async fn a_log_written_on_one_line_opens_on_the_other<A: Line, B: Line>() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut store = A::open(dir.path());
+    store.save_vote((3, 1, true)).await;
+    let mut entries = vec![((3, 1), None)];
+    entries.extend((2..=40).map(|index| entry(3, index)));
+    store.append(entries).await;
+    store.purge((3, 2)).await;
+    store.truncate_after(Some((3, 30))).await;
+    store.save_committed(Some((3, 20))).await;
+    let before = store.seen().await;
+    drop(store);
+    let mut other = B::open(dir.path());
+    assert_eq!(other.seen().await, before, "{} wrote it, {} reads it differently", A::NAME, B::NAME);
+    other.append(vec![entry(4, 31)]).await;
+    assert_eq!(other.state().await.1, Some((4, 31)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_written_on_0_9_opens_on_0_10() {
+    a_log_written_on_one_line_opens_on_the_other::<v0_9::Store, v0_10::Store>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_written_on_0_10_opens_on_0_9() {
+    a_log_written_on_one_line_opens_on_the_other::<v0_10::Store, v0_9::Store>().await;
 }
 
 /// A redolog log written by something else: opening it as a Raft store is
 /// `Error::Corrupt` naming the group and the record, not a panic.
-#[test]
-fn a_log_of_foreign_records_is_a_typed_error() {
+fn a_log_of_foreign_records_is_a_typed_error<S: Line>() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let (log, _) = redolog::Log::open(dir.path(), common::config()).expect("open");
         log.commit(b"not a raft record", redolog::Durability::Synced).expect("commit");
     }
-    match Store::open(dir.path(), common::config()) {
+    match S::open_with(dir.path(), common::config()) {
         Err(redolog_raft::Error::Corrupt { record: 0, reason, .. }) => {
             assert!(reason.contains("version"), "{reason}");
         }
-        other => panic!("expected Error::Corrupt, got {other:?}"),
+        Err(other) => panic!("{}: expected Error::Corrupt, got {other:?}", S::NAME),
+        Ok(_) => panic!("{}: a log of foreign records opened", S::NAME),
     }
+}
+
+#[test]
+fn a_log_of_foreign_records_is_a_typed_error_on_both_lines() {
+    a_log_of_foreign_records_is_a_typed_error::<v0_9::Store>();
+    a_log_of_foreign_records_is_a_typed_error::<v0_10::Store>();
 }

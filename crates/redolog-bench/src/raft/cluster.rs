@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use openraft::storage::RaftLogStorage;
 use openraft::BasicNode;
-use redolog_raft::in_process::{Machine, Node, Router};
+use redolog_raft::openraft_0_9::in_process::{Machine, Node, Router};
 
 use super::stores::{self, with_store, OnStore, Point, Summary};
 use super::RaftTypes;

@@ -14,4 +14,4 @@ pub mod stores;
 /// The benchmarks' openraft types: redolog-raft's in-process cluster's
 /// (string commands and responses, `u64` node ids, openraft's defaults
 /// otherwise).
-pub type RaftTypes = redolog_raft::in_process::TypeConfig;
+pub type RaftTypes = redolog_raft::openraft_0_9::in_process::TypeConfig;

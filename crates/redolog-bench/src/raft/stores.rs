@@ -51,7 +51,8 @@ pub async fn with_store<U: OnStore>(name: &str, capacity: u64, user: U) -> Resul
     match name {
         "redolog-raft" => {
             let config = redolog::Config { capacity_bytes: capacity, ..redolog::Config::default() };
-            let open = |dir: &Path| Ok(redolog_raft::RedologLogStore::<RaftTypes>::open(dir, config.clone())?);
+            let open =
+                |dir: &Path| Ok(redolog_raft::openraft_0_9::RedologLogStore::<RaftTypes>::open(dir, config.clone())?);
             user.run(open).await
         }
         #[cfg(feature = "peers")]

@@ -10,7 +10,7 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! use std::sync::Arc;
-//! use redolog_raft::in_process::{Machine, Router, Store};
+//! use redolog_raft::openraft_0_9::in_process::{Machine, Router, Store};
 //!
 //! let config = Arc::new(openraft::Config::default().validate()?);
 //! let router = Router::default();
@@ -47,7 +47,7 @@ openraft::declare_raft_types!(
 );
 
 /// A redolog log store for [`TypeConfig`].
-pub type Store = crate::RedologLogStore<TypeConfig>;
+pub type Store = super::RedologLogStore<TypeConfig>;
 
 /// A running node.
 pub type Node = Raft<TypeConfig>;
