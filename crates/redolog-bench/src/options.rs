@@ -17,6 +17,7 @@ use crate::log::options::LogOptions;
 use crate::log::registry::SystemKind;
 use crate::oltp::options::{OltpOptions, OltpWorkload, DEFAULT_LOG_CAPACITY};
 use crate::raft::cluster::ClusterOptions;
+use crate::raft::OpenraftLine;
 use crate::scenario::Scenario;
 
 /// The durability each commit waits for (innodb_flush_log_at_trx_commit).
@@ -89,6 +90,10 @@ pub struct BenchOptions {
     /// build has.
     #[arg(long, value_delimiter = ',')]
     pub stores: Vec<String>,
+    /// With `--workload raft`: the openraft lines to run each store on (0.9:
+    /// the core awaits each append's flush; 0.10: it does not).
+    #[arg(long, value_delimiter = ',', default_value = "0.9,0.10")]
+    pub openraft: Vec<OpenraftLine>,
     /// With `--workload oltp_*`: tables (sysbench's `--tables`).
     #[arg(long, default_value_t = 8)]
     pub tables: usize,
@@ -204,6 +209,7 @@ const TAKEN_BY: &[(&str, &[Taker])] = &[
     ("json", &[Taker::Log, Taker::Oltp]),
     ("plot", &[Taker::Log, Taker::Oltp]),
     ("stores", &[Taker::Raft]),
+    ("openraft", &[Taker::Raft]),
     ("tables", &[Taker::Oltp]),
     ("table_size", &[Taker::Oltp]),
     ("flush_log_at_trx_commit", &[Taker::Oltp]),
@@ -253,6 +259,7 @@ impl BenchOptions {
             (WorkloadArg::Raft, _) => Run::Raft(ClusterOptions {
                 run: self.run_options(),
                 stores: self.stores.clone(),
+                lines: self.openraft.clone(),
                 record_bytes: self.record_bytes,
             }),
             // The engine scenarios pick their own workload.

@@ -10,10 +10,15 @@
 //! with `use-libc`, raft-engine's nix) to these definitions, and exports them so
 //! the dynamic linker binds shared libraries' references (librocksdb.so) to them
 //! too. The hook makes the system call itself, so it never calls back into libc.
+//!
+//! It also counts by file descriptor, so a benchmark can say whose syncs they
+//! were: [`calls_under`] sums, from a [`by_fd`] snapshot on, the calls on the
+//! files now open under a directory (a Raft leader's store, say).
 
 #![allow(unsafe_code)] // The two exported C functions and the raw system calls.
 
 use std::num::NonZeroU64;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -23,6 +28,10 @@ use libc::{c_int, c_long};
 static LATENCY_NANOS: AtomicU64 = AtomicU64::new(0);
 /// fdatasync and fsync calls so far, successful or not.
 static CALLS: AtomicU64 = AtomicU64::new(0);
+/// File descriptors counted one by one; higher ones only in [`CALLS`].
+const FDS: usize = 4096;
+/// The calls by file descriptor.
+static BY_FD: [AtomicU64; FDS] = [const { AtomicU64::new(0) }; FDS];
 
 /// Makes every later fdatasync and fsync in this process last `latency`
 /// (`Duration::ZERO`: the device's own time).
@@ -33,6 +42,27 @@ pub fn set_latency(latency: Duration) {
 /// fdatasync and fsync calls made by this process so far.
 pub fn calls() -> u64 {
     CALLS.load(Ordering::Relaxed)
+}
+
+/// The calls so far by file descriptor: the snapshot [`calls_under`] counts
+/// from.
+pub fn by_fd() -> Vec<u64> {
+    BY_FD.iter().map(|calls| calls.load(Ordering::Relaxed)).collect()
+}
+
+/// The calls since `since` (a [`by_fd`] snapshot) on the descriptors that
+/// are now open on files under `dir`. Call it while those files are open.
+pub fn calls_under(dir: &Path, since: &[u64]) -> u64 {
+    // /proc names files by their canonical paths.
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut calls = 0;
+    for (fd, (now, before)) in by_fd().into_iter().zip(since).enumerate() {
+        let made = now.saturating_sub(*before);
+        if made > 0 && std::fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|path| path.starts_with(&dir)) {
+            calls += made;
+        }
+    }
+    calls
 }
 
 /// libc's `fdatasync(2)`, counted and with the simulated latency.
@@ -54,6 +84,9 @@ fn hooked(number: c_long, fd: c_int) -> c_int {
     // wrappers do.
     let result = unsafe { libc::syscall(number, fd) } as c_int;
     CALLS.fetch_add(1, Ordering::Relaxed);
+    if let Some(calls) = usize::try_from(fd).ok().and_then(|fd| BY_FD.get(fd)) {
+        calls.fetch_add(1, Ordering::Relaxed);
+    }
     let latency = LATENCY_NANOS.load(Ordering::Relaxed);
     // A failed call returns at once: the caller reads errno, which a sleep
     // could overwrite.
@@ -112,6 +145,12 @@ mod tests {
             assert!(started.elapsed() >= Duration::from_micros(300), "{name}: {:?}", started.elapsed());
         }
         set_latency(Duration::ZERO);
+        // Counted by descriptor too, for the files under a directory.
+        let before = by_fd();
+        file.sync_data().expect("sync_data");
+        file.sync_data().expect("sync_data");
+        assert_eq!(calls_under(dir.path(), &before), 2);
+        assert_eq!(calls_under(&dir.path().join("elsewhere"), &before), 0);
         // A failed call keeps its errno.
         assert_eq!(fdatasync(-1), -1);
         assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EBADF));

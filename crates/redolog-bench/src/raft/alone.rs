@@ -113,6 +113,7 @@ async fn drive<S: RaftLogStorage<RaftTypes> + Clone>(
         latency_us,
         cpu: process_cpu_time() - cpu,
         fsyncs: sync_hook::calls() - fsyncs,
+        store_fsyncs: sync_hook::calls() - fsyncs,
     })
 }
 

@@ -3,25 +3,35 @@
 //! network and key-value state machine), each node's log store in its own
 //! directory on `--device`. The stores: `redolog-raft` and, built with
 //! `--features peers`, a RocksDB log store and a `raft-log` log store — same
-//! cluster, same network, same state machine, interleaved rounds. Reported:
+//! cluster, same network, same state machine, interleaved rounds — on each
+//! openraft line of `--openraft` (0.9 and 0.10 by default). Reported:
 //! writes/s (median of the rounds), p50/p99 write latency, CPU and fsyncs
 //! per write (the whole process: three nodes and the clients).
+//!
+//! On 0.10 the cluster runs openraft's defaults for batching, which is how
+//! its docs recommend batching client writes: the core takes up to
+//! `api_batch_capacity` (4096) queued client writes as one batch and merges
+//! up to `max_append_entries` queued appends into one storage call; each
+//! client here has one write outstanding, so 256 clients give the core up
+//! to 256 writes to batch.
 //!
 //! Each client overwrites its own key (`c<client>=<payload>`), so the state
 //! machine stays small; openraft's default snapshot policy (every 5000
 //! entries) runs, so each store also purges as a long-lived node does.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use openraft::storage::RaftLogStorage;
 use openraft::BasicNode;
+use redolog_raft::openraft_0_10::in_process as line010;
 use redolog_raft::openraft_0_9::in_process::{Machine, Node, Router};
 
-use super::stores::{self, with_store, OnStore, Point, Summary};
-use super::RaftTypes;
+use super::stores::{self, with_store, with_store_0_10, OnStore, OnStore010, Point, Summary};
+use super::{openraft010, OpenraftLine, RaftTypes, RaftTypes010};
 use crate::harness::machine::process_cpu_time;
 use crate::harness::rounds::interleave;
 use crate::harness::run::RunOptions;
@@ -34,6 +44,8 @@ pub struct ClusterOptions {
     pub run: RunOptions,
     /// The stores to compare (empty: every one of this build).
     pub stores: Vec<String>,
+    /// The openraft lines to run each store on.
+    pub lines: Vec<OpenraftLine>,
     /// Payload bytes per write.
     pub record_bytes: usize,
 }
@@ -43,13 +55,23 @@ const NODES: u64 = 3;
 
 /// openraft's timing for a loaded 2-core machine: heartbeats every 100 ms and
 /// elections only after a second of silence, so a busy node is not deposed
-/// mid-point.
+/// mid-point. The same on both lines; everything else is the line's default.
 fn raft_config() -> Result<Arc<openraft::Config>, BoxError> {
     let config = openraft::Config {
         heartbeat_interval: 100,
         election_timeout_min: 1000,
         election_timeout_max: 2000,
         ..openraft::Config::default()
+    };
+    Ok(Arc::new(config.validate()?))
+}
+
+fn raft_config_0_10() -> Result<Arc<openraft010::Config>, BoxError> {
+    let config = openraft010::Config {
+        heartbeat_interval: 100,
+        election_timeout_min: 1000,
+        election_timeout_max: 2000,
+        ..openraft010::Config::default()
     };
     Ok(Arc::new(config.validate()?))
 }
@@ -70,6 +92,18 @@ impl OnStore for ClusterPoint<'_> {
         F: Fn(&Path) -> Result<S, BoxError>,
     {
         cluster_point(open, self.dir, self.clients, self.options).await
+    }
+}
+
+impl OnStore010 for ClusterPoint<'_> {
+    type Output = Point;
+
+    async fn run<S, F>(self, open: F) -> Result<Point, BoxError>
+    where
+        S: openraft010::storage::RaftLogStorage<RaftTypes010> + Clone,
+        F: Fn(&Path) -> Result<S, BoxError>,
+    {
+        cluster_point_0_10(open, self.dir, self.clients, self.options).await
     }
 }
 
@@ -96,24 +130,98 @@ where
     let leader = metrics.current_leader.and_then(|id| router.get(id)).ok_or("no leader")?;
     leader.client_write("warm-up".to_string()).await?;
 
+    let leader_dir = dir.join(format!("node-{}", metrics.current_leader.unwrap_or_default()));
+    let point = drive(clients, options, &leader_dir, move |command| {
+        let leader = leader.clone();
+        async move { leader.client_write(command).await.is_ok() }
+    })
+    .await?;
+    for (id, node) in (1..=NODES).zip(nodes) {
+        router.set(id, None);
+        node.shutdown().await?;
+    }
+    Ok(point)
+}
+
+/// The same on openraft 0.10.
+async fn cluster_point_0_10<S, F>(
+    open: F,
+    dir: &Path,
+    clients: usize,
+    options: &ClusterOptions,
+) -> Result<Point, BoxError>
+where
+    S: openraft010::storage::RaftLogStorage<RaftTypes010>,
+    F: Fn(&Path) -> Result<S, BoxError>,
+{
+    let config = raft_config_0_10()?;
+    let router = line010::Router::default();
+    let mut nodes = Vec::new();
+    for id in 1..=NODES {
+        let store = open(&dir.join(format!("node-{id}")))?;
+        let node = line010::Node::new(id, config.clone(), router.clone(), store, line010::Machine::default()).await?;
+        router.set(id, Some(node.clone()));
+        nodes.push(node);
+    }
+    let members: BTreeMap<u64, openraft010::BasicNode> =
+        (1..=NODES).map(|id| (id, openraft010::BasicNode::default())).collect();
+    nodes[0].initialize(members).await?;
+    // A node may name a leader before that leader takes writes: wait until
+    // one node is leader in its own eyes and has committed a write.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (leader_id, leader) = loop {
+        let metrics =
+            nodes[0].wait(Some(Duration::from_secs(10))).metrics(|m| m.current_leader.is_some(), "a leader").await?;
+        let id = metrics.current_leader.ok_or("no leader")?;
+        let leader = router.get(id).ok_or("the leader is not running")?;
+        let own = leader.wait(Some(Duration::from_secs(2)));
+        if own.metrics(|m| m.state == openraft010::ServerState::Leader, "leader").await.is_ok()
+            && leader.client_write("warm-up".to_string()).await.is_ok()
+        {
+            break (id, leader);
+        }
+        if Instant::now() > deadline {
+            return Err("no node took a write within 10 s".into());
+        }
+    };
+    let point = drive(clients, options, &dir.join(format!("node-{leader_id}")), move |command| {
+        let leader = leader.clone();
+        async move { leader.client_write(command).await.is_ok() }
+    })
+    .await?;
+    for (id, node) in (1..=NODES).zip(nodes) {
+        router.set(id, None);
+        node.shutdown().await?;
+    }
+    Ok(point)
+}
+
+/// `clients` tasks, each writing its own key with `write` (true once
+/// acknowledged) for `--time` seconds; the point they measured.
+/// `leader` is the leader's store directory, whose fdatasyncs the point
+/// counts apart.
+async fn drive<W, R>(clients: usize, options: &ClusterOptions, leader: &Path, write: W) -> Result<Point, BoxError>
+where
+    W: Fn(String) -> R + Clone + Send + 'static,
+    R: Future<Output = bool> + Send,
+{
     let payload = "x".repeat(options.record_bytes);
-    let (fsyncs, cpu) = (sync_hook::calls(), process_cpu_time());
+    let (fsyncs, by_fd, cpu) = (sync_hook::calls(), sync_hook::by_fd(), process_cpu_time());
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(options.run.seconds);
     let mut tasks = Vec::new();
     for client in 0..clients {
-        let (leader, command) = (leader.clone(), format!("c{client}={payload}"));
+        let (write, command) = (write.clone(), format!("c{client}={payload}"));
         tasks.push(tokio::spawn(async move {
             let mut latency_us = new_histogram();
             let (mut writes, mut failed) = (0, 0);
             while Instant::now() < deadline {
                 let call = Instant::now();
-                match leader.client_write(command.clone()).await {
-                    Ok(_) => {
-                        latency_us.saturating_record(call.elapsed().as_micros().max(1) as u64);
-                        writes += 1;
-                    }
-                    Err(_) => failed += 1,
+                if write(command.clone()).await {
+                    latency_us.saturating_record(call.elapsed().as_micros().max(1) as u64);
+                    writes += 1;
+                } else {
+                    failed += 1;
                 }
             }
             (writes, failed, latency_us)
@@ -127,6 +235,7 @@ where
         latency_us: new_histogram(),
         cpu: Duration::ZERO,
         fsyncs: 0,
+        store_fsyncs: 0,
     };
     for task in tasks {
         let (writes, failed, latency_us) = task.await?;
@@ -138,10 +247,7 @@ where
     point.elapsed = started.elapsed();
     point.cpu = process_cpu_time() - cpu;
     point.fsyncs = sync_hook::calls() - fsyncs;
-    for (id, node) in (1..=NODES).zip(nodes) {
-        router.set(id, None);
-        node.shutdown().await?;
-    }
+    point.store_fsyncs = sync_hook::calls_under(leader, &by_fd);
     Ok(point)
 }
 
@@ -158,21 +264,26 @@ pub fn run(options: &ClusterOptions) -> Result<(), BoxError> {
     );
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let names = stores::chosen(&options.stores)?;
+    let systems: Vec<(OpenraftLine, &'static str)> =
+        options.lines.iter().flat_map(|&line| names.iter().map(move |&name| (line, name))).collect();
     let measured = interleave(
         run.rounds,
         &run.threads,
-        &names,
+        &systems,
         |_, _| true,
         |visit| {
-            let (name, clients, round) = (*visit.system, visit.count, visit.round);
-            let dir = workdir.path().join(format!("{name}-{clients}-{round}"));
+            let ((line, name), clients, round) = (*visit.system, visit.count, visit.round);
+            let dir = workdir.path().join(format!("{name}-{line}-{clients}-{round}"));
             let point = ClusterPoint { dir: &dir, clients, options };
             // Room for openraft's default snapshot interval many times over.
-            let measured = runtime.block_on(with_store(name, 64 << 20, point))?;
+            let measured = match line {
+                OpenraftLine::V0_9 => runtime.block_on(with_store(name, 64 << 20, point))?,
+                OpenraftLine::V0_10 => runtime.block_on(with_store_0_10(name, 64 << 20, point))?,
+            };
             std::fs::remove_dir_all(&dir)?;
             if run.report_interval > 0 {
                 println!(
-                    "[ round {} ] {name} {clients} clients: {:.0} writes/s",
+                    "[ round {} ] {name} on openraft {line}, {clients} clients: {:.0} writes/s",
                     round + 1,
                     measured.calls as f64 / measured.elapsed.as_secs_f64()
                 );
@@ -181,19 +292,30 @@ pub fn run(options: &ClusterOptions) -> Result<(), BoxError> {
         },
     )?;
     println!(
-        "\n{:<14} {:>8} {:>12} {:>9} {:>9} {:>13} {:>12} {:>7}",
-        "store", "clients", "writes/s", "p50 µs", "p99 µs", "cpu µs/write", "fsync/write", "failed"
+        "\n{:<16} {:>8} {:>8} {:>12} {:>9} {:>9} {:>13} {:>12} {:>13} {:>7}",
+        "store",
+        "openraft",
+        "clients",
+        "writes/s",
+        "p50 µs",
+        "p99 µs",
+        "cpu µs/write",
+        "fsync/write",
+        "leader fsync/w",
+        "failed"
     );
-    for (clients, name, summary) in Summary::table(&measured, &run.threads, &names) {
+    for (clients, (line, name), summary) in Summary::table(&measured, &run.threads, &systems) {
         println!(
-            "{:<14} {:>8} {:>12.0} {:>9} {:>9} {:>13.1} {:>12.3} {:>7}",
+            "{:<16} {:>8} {:>8} {:>12.0} {:>9} {:>9} {:>13.1} {:>12.3} {:>13.3} {:>7}",
             name,
+            line.to_string(),
             clients,
             summary.calls_per_sec,
             summary.p50_us,
             summary.p99_us,
             summary.cpu_us_per_entry,
             summary.fsyncs_per_call,
+            summary.store_fsyncs_per_call,
             summary.failed,
         );
     }

@@ -1,5 +1,5 @@
-//! The log stores both raft benchmarks compare, opened by name in one place,
-//! and what both measure of a point and print.
+//! The log stores both raft benchmarks compare, opened by name in one place
+//! for each openraft line, and what both measure of a point and print.
 
 use std::path::Path;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use openraft::storage::RaftLogStorage;
 
-use super::RaftTypes;
+use super::{openraft010, RaftTypes, RaftTypes010};
 use crate::harness::rounds::Measured;
 use crate::harness::stats::{median, new_histogram};
 use crate::harness::BoxError;
@@ -35,8 +35,9 @@ pub fn chosen(chosen: &[String]) -> Result<Vec<&'static str>, BoxError> {
         .ok_or_else(|| format!("--stores {}: this build has {}", chosen.join(","), known.join(",")).into())
 }
 
-/// What a benchmark does with a store, given how to open one in a directory:
-/// the one place that knows every store's type is [`with_store`].
+/// What a benchmark does with a store on openraft 0.9, given how to open one
+/// in a directory: the one place that knows every store's type is
+/// [`with_store`].
 pub trait OnStore {
     type Output;
     #[allow(async_fn_in_trait, reason = "used within this binary only, on one runtime")]
@@ -56,18 +57,49 @@ pub async fn with_store<U: OnStore>(name: &str, capacity: u64, user: U) -> Resul
             user.run(open).await
         }
         #[cfg(feature = "peers")]
-        "rocksdb-raft" => user.run(super::rocksdb::RocksDbLogStore::open).await,
+        "rocksdb-raft" => user.run(super::rocksdb::RocksDbLogStore::<super::V0_9>::open).await,
         #[cfg(feature = "peers")]
-        "raft-log" => user.run(super::raft_log::RaftLogStore::open).await,
+        "raft-log" => user.run(super::raft_log::RaftLogStore::<super::V0_9>::open).await,
         #[cfg(feature = "peers")]
-        "raft-log-nowait" => user.run(super::raft_log::RaftLogStore::open_without_batch_wait).await,
+        "raft-log-nowait" => user.run(super::raft_log::RaftLogStore::<super::V0_9>::open_without_batch_wait).await,
+        other => Err(format!("no store {other} in this build").into()),
+    }
+}
+
+/// [`OnStore`] on openraft 0.10.
+pub trait OnStore010 {
+    type Output;
+    #[allow(async_fn_in_trait, reason = "used within this binary only, on one runtime")]
+    async fn run<S, F>(self, open: F) -> Result<Self::Output, BoxError>
+    where
+        S: openraft010::storage::RaftLogStorage<RaftTypes010> + Clone,
+        F: Fn(&Path) -> Result<S, BoxError>;
+}
+
+/// [`with_store`] on openraft 0.10: the same stores, the same names.
+pub async fn with_store_0_10<U: OnStore010>(name: &str, capacity: u64, user: U) -> Result<U::Output, BoxError> {
+    match name {
+        "redolog-raft" => {
+            let config = redolog::Config { capacity_bytes: capacity, ..redolog::Config::default() };
+            let open = |dir: &Path| {
+                Ok(redolog_raft::openraft_0_10::RedologLogStore::<RaftTypes010>::open(dir, config.clone())?)
+            };
+            user.run(open).await
+        }
+        #[cfg(feature = "peers")]
+        "rocksdb-raft" => user.run(super::rocksdb::RocksDbLogStore::<super::V0_10>::open).await,
+        #[cfg(feature = "peers")]
+        "raft-log" => user.run(super::raft_log::RaftLogStore::<super::V0_10>::open).await,
+        #[cfg(feature = "peers")]
+        "raft-log-nowait" => user.run(super::raft_log::RaftLogStore::<super::V0_10>::open_without_batch_wait).await,
         other => Err(format!("no store {other} in this build").into()),
     }
 }
 
 /// What one point measured: calls (appends or client writes), the entries
-/// they carried, the calls that failed, and the whole process's CPU time and
-/// fdatasyncs over the point.
+/// they carried, the calls that failed, the whole process's CPU time and
+/// fdatasyncs over the point, and those of the one store that matters (the
+/// leader's in a cluster; the store alone, the same as `fsyncs`).
 pub struct Point {
     pub calls: u64,
     pub entries: u64,
@@ -76,6 +108,7 @@ pub struct Point {
     pub latency_us: Histogram<u64>,
     pub cpu: Duration,
     pub fsyncs: u64,
+    pub store_fsyncs: u64,
 }
 
 /// One store at one count, over the rounds: the figures both tables print.
@@ -85,6 +118,7 @@ pub struct Summary {
     pub p50_us: u64,
     pub p99_us: u64,
     pub fsyncs_per_call: f64,
+    pub store_fsyncs_per_call: f64,
     pub cpu_us_per_entry: f64,
     pub failed: u64,
 }
@@ -92,12 +126,12 @@ pub struct Summary {
 impl Summary {
     /// Every store at every count of a sweep, over its rounds, in table
     /// order (counts, then stores).
-    pub fn table(
-        measured: &[Measured<'_, &'static str, Point>],
+    pub fn table<S: PartialEq + Copy>(
+        measured: &[Measured<'_, S, Point>],
         counts: &[usize],
-        names: &[&'static str],
-    ) -> Vec<(usize, &'static str, Summary)> {
-        let at = |count: usize, name: &str| {
+        names: &[S],
+    ) -> Vec<(usize, S, Summary)> {
+        let at = |count: usize, name: S| {
             let points = measured.iter().filter(|point| point.count == count && *point.system == name);
             Summary::of(points.map(|point| &point.result))
         };
@@ -121,6 +155,7 @@ impl Summary {
             p50_us: latency.value_at_quantile(0.5),
             p99_us: latency.value_at_quantile(0.99),
             fsyncs_per_call: sum(|p| p.fsyncs) as f64 / sum(|p| p.calls).max(1) as f64,
+            store_fsyncs_per_call: sum(|p| p.store_fsyncs) as f64 / sum(|p| p.calls).max(1) as f64,
             cpu_us_per_entry: cpu * 1e6 / sum(|p| p.entries).max(1) as f64,
             failed: sum(|p| p.failed),
         }
