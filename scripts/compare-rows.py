@@ -13,6 +13,12 @@ name the benchmark differently (`redolog bench` before the split,
     scripts/compare-rows.py OLD NEW --rows '^redolog-raft ' --key 2 --value 3 --pairs 6 -- \\
         bench --workload raft --tasks 16,256 --time 2 --rounds 1 --device sim:100us --report-interval 0
 
+When NEW's table has columns OLD's has not, or NEW needs a flag OLD does not
+know, --new-key, --new-value and --new-arg (repeatable) apply to NEW only:
+
+    scripts/compare-rows.py OLD NEW --rows '^redolog-raft ' --key 2 --value 3 \\
+        --new-key 3 --new-value 4 --new-arg=--openraft --new-arg=0.9 -- bench --workload raft ...
+
 Build OLD from the previous main in a worktree, e.g.
     git worktree add /tmp/old main~1 && (cd /tmp/old && cargo build --release)
 """
@@ -44,6 +50,9 @@ def main():
     parser.add_argument("--key", type=int, required=True, help="the column that names a point")
     parser.add_argument("--value", type=int, required=True, help="the column to compare")
     parser.add_argument("--pairs", type=int, default=6)
+    parser.add_argument("--new-key", type=int, help="NEW's --key, when its columns differ")
+    parser.add_argument("--new-value", type=int, help="NEW's --value, when its columns differ")
+    parser.add_argument("--new-arg", action="append", default=[], help="an argument for NEW only")
     argv = sys.argv[1:]
     if "--" not in argv:
         parser.error("give the benchmark's arguments after --")
@@ -55,7 +64,11 @@ def main():
         if pair % 2:
             order.reverse()
         for name, binary in order:
-            for point, value in run(binary, args, options.rows, options.key, options.value).items():
+            if name == "old":
+                columns = (args, options.key, options.value)
+            else:
+                columns = (args + options.new_arg, options.new_key or options.key, options.new_value or options.value)
+            for point, value in run(binary, columns[0], options.rows, columns[1], columns[2]).items():
                 (old if name == "old" else new).setdefault(point, []).append(value)
     print(f"{'point':>8} {'old (median)':>14} {'new (median)':>14} {'new / old':>10}   per pair")
     for point in old:

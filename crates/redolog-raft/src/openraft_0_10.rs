@@ -7,7 +7,7 @@
 //! waiting for it: the store's group commit then covers every append in
 //! flight with one fdatasync, and `IOFlushed` fires from a log thread once
 //! the covering fdatasync returned — never before, and with the error if the
-//! log is poisoned (docs/RAFT.md, "Appends").
+//! log is poisoned (docs/RAFT.md, "Two openraft lines").
 //!
 //! ```no_run
 //! # fn main() -> Result<(), redolog_raft::Error> {

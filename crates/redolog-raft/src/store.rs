@@ -193,7 +193,8 @@ impl<L: Line> LogStore<L> {
 
     /// Appends `entries` as one group, readable at once, and calls `flushed`
     /// from a log thread once the group is durable — with the error that
-    /// poisoned the log if it never will be (docs/RAFT.md, "Appends").
+    /// poisoned the log if it never will be (docs/RAFT.md, "Durability" and
+    /// "Two openraft lines").
     pub(crate) fn append(
         &self,
         entries: impl IntoIterator<Item = L::Entry>,

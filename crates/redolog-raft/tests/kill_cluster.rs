@@ -249,7 +249,10 @@ fn kill_rounds<S: Line>(line: &str, rounds: u64) {
             assert!(holders * 2 > NODES as usize, "round {round}: acknowledged key{key} is on {holders} store(s)");
         }
     }
-    eprintln!("kill_cluster: {} acknowledged writes over {rounds} kills, 0 lost; terms {terms:?}", acked_ever.len());
+    eprintln!(
+        "kill_cluster on openraft {line}: {} acknowledged writes over {rounds} kills, 0 lost; terms {terms:?}",
+        acked_ever.len()
+    );
 }
 
 fn rounds() -> u64 {
