@@ -63,6 +63,8 @@ mod store;
 pub mod openraft_0_10;
 #[cfg(feature = "openraft-0.9")]
 pub mod openraft_0_9;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 pub use error::Error;
 pub use line::Line;

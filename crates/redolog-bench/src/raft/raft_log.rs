@@ -12,7 +12,7 @@
 //! with the batch wait at zero: under openraft 0.9, whose core awaits each
 //! append's flush before the next, the wait is pure latency, and a user who
 //! measured would turn it off. One implementation for both openraft lines
-//! ([`Line`]): raft-log's flush worker already returns at once, so the
+//! ([`Line`](super::line::Line)): raft-log's flush worker already returns at once, so the
 //! lines differ only in their trait signatures.
 
 use std::fmt::Debug;
@@ -26,7 +26,8 @@ use raft_log::api::raft_log_writer::RaftLogWriter;
 use raft_log::codeq::{Decode, Encode};
 use raft_log::RaftLog;
 
-use super::{openraft010, Ends, Line, RaftTypes, RaftTypes010, V0_10, V0_9};
+use super::line::{Ends, Line, V0_10, V0_9};
+use super::{openraft010, RaftTypes, RaftTypes010};
 use crate::harness::BoxError;
 
 /// A value stored as serde_json behind a 4-byte length (raft-log wants its

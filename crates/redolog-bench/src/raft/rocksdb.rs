@@ -3,7 +3,7 @@
 //! openraft's RocksDB example store is — entries, the vote, the committed id
 //! and the purge point in one database, entries keyed by their index, one
 //! WriteBatch per append, `flush_wal(true)` before the flush callback,
-//! serde_json values. One implementation for both openraft lines ([`Line`]);
+//! serde_json values. One implementation for both openraft lines ([`Line`](super::line::Line));
 //! what differs is where the flush runs, as in openraft's example of each
 //! line: on 0.9 inside `append` (its core awaits the flush anyway), on 0.10
 //! on a thread spawned per append, so `append` returns at once
@@ -18,7 +18,8 @@ use std::sync::Arc;
 
 use rocksdb::{Direction, IteratorMode, Options, WriteBatch, DB};
 
-use super::{openraft010, Ends, Line, RaftTypes, RaftTypes010, V0_10, V0_9};
+use super::line::{Ends, Line, V0_10, V0_9};
+use super::{openraft010, RaftTypes, RaftTypes010};
 use crate::harness::BoxError;
 
 fn entry_key(index: u64) -> [u8; 9] {

@@ -57,11 +57,13 @@ pub async fn with_store<U: OnStore>(name: &str, capacity: u64, user: U) -> Resul
             user.run(open).await
         }
         #[cfg(feature = "peers")]
-        "rocksdb-raft" => user.run(super::rocksdb::RocksDbLogStore::<super::V0_9>::open).await,
+        "rocksdb-raft" => user.run(super::rocksdb::RocksDbLogStore::<super::line::V0_9>::open).await,
         #[cfg(feature = "peers")]
-        "raft-log" => user.run(super::raft_log::RaftLogStore::<super::V0_9>::open).await,
+        "raft-log" => user.run(super::raft_log::RaftLogStore::<super::line::V0_9>::open).await,
         #[cfg(feature = "peers")]
-        "raft-log-nowait" => user.run(super::raft_log::RaftLogStore::<super::V0_9>::open_without_batch_wait).await,
+        "raft-log-nowait" => {
+            user.run(super::raft_log::RaftLogStore::<super::line::V0_9>::open_without_batch_wait).await
+        }
         other => Err(format!("no store {other} in this build").into()),
     }
 }
@@ -87,11 +89,13 @@ pub async fn with_store_0_10<U: OnStore010>(name: &str, capacity: u64, user: U) 
             user.run(open).await
         }
         #[cfg(feature = "peers")]
-        "rocksdb-raft" => user.run(super::rocksdb::RocksDbLogStore::<super::V0_10>::open).await,
+        "rocksdb-raft" => user.run(super::rocksdb::RocksDbLogStore::<super::line::V0_10>::open).await,
         #[cfg(feature = "peers")]
-        "raft-log" => user.run(super::raft_log::RaftLogStore::<super::V0_10>::open).await,
+        "raft-log" => user.run(super::raft_log::RaftLogStore::<super::line::V0_10>::open).await,
         #[cfg(feature = "peers")]
-        "raft-log-nowait" => user.run(super::raft_log::RaftLogStore::<super::V0_10>::open_without_batch_wait).await,
+        "raft-log-nowait" => {
+            user.run(super::raft_log::RaftLogStore::<super::line::V0_10>::open_without_batch_wait).await
+        }
         other => Err(format!("no store {other} in this build").into()),
     }
 }

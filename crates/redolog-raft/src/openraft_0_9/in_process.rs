@@ -52,32 +52,8 @@ pub type Store = super::RedologLogStore<TypeConfig>;
 /// A running node.
 pub type Node = Raft<TypeConfig>;
 
-/// The in-process network: every running node by id. A node that is not in
-/// the map is down: calls to it fail as a dead link does.
-#[derive(Clone, Default)]
-pub struct Router(Arc<Mutex<BTreeMap<u64, Node>>>);
-
-impl Router {
-    /// Node `id`, if it runs.
-    pub fn get(&self, id: u64) -> Option<Node> {
-        self.nodes().get(&id).cloned()
-    }
-
-    /// Puts node `id` on the network (`Some`) or takes it off (`None`).
-    pub fn set(&self, id: u64, node: Option<Node>) {
-        let mut nodes = self.nodes();
-        match node {
-            Some(node) => nodes.insert(id, node),
-            None => nodes.remove(&id),
-        };
-    }
-
-    fn nodes(&self) -> MutexGuard<'_, BTreeMap<u64, Node>> {
-        // The map is replaced whole under the lock: a panic elsewhere cannot
-        // leave it half-written.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
+/// The in-process network for this line's nodes: every running node by id.
+pub type Router = crate::testkit::Router<Node>;
 
 /// One node's connection to `target`.
 pub struct Connection {
