@@ -1,0 +1,218 @@
+//! The node's HTTP server (axum): Raft's RPCs from the other nodes
+//! (`/raft/*`), the client API (`/api/*`) and cluster membership
+//! (`/cluster/*`). Every failure is an HTTP status with a JSON body that
+//! says what and where — `503 {"error": "not leader", "leader": …}` naming
+//! the leader when one is known, `504` after `TIMEOUT`, `404` for an unknown
+//! key — never a hang.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::io::Cursor;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use redolog_raft::openraft_0_10::openraft;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use openraft::alias::SnapshotOf;
+use openraft::async_runtime::watch::WatchReceiver;
+use openraft::error::{ForwardToLeader, RaftError};
+use openraft::raft::{AppendEntriesRequest, VoteRequest};
+use openraft::{BasicNode, ReadPolicy};
+
+use crate::machine::{Machine, Request};
+use crate::network::SnapshotMessage;
+use crate::{Node, TypeConfig};
+
+/// How long a client call may take before it is answered `504`.
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct App {
+    pub id: u64,
+    pub raft: Node,
+    pub machine: Machine,
+}
+
+/// The routes.
+pub fn routes(app: App) -> Router {
+    Router::new()
+        .route("/raft/append", post(append))
+        .route("/raft/vote", post(vote))
+        .route("/raft/snapshot", post(snapshot))
+        .route("/api/write", post(write))
+        .route("/api/read", get(read))
+        .route("/api/local", get(local))
+        .route("/api/dump", get(dump))
+        .route("/cluster/init", post(init))
+        .route("/cluster/add-learner", post(add_learner))
+        .route("/cluster/change-membership", post(change_membership))
+        .route("/cluster/metrics", get(metrics))
+        .with_state(app)
+}
+
+/// A failure as the client sees it.
+fn failure(status: StatusCode, body: serde_json::Value) -> Response {
+    (status, Json(body)).into_response()
+}
+
+fn not_leader(forward: &ForwardToLeader<TypeConfig>) -> Response {
+    let leader = forward.leader_id.map(|id| json!({"id": id, "addr": forward.leader_node.as_ref().map(|n| &n.addr)}));
+    failure(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "not leader", "leader": leader}))
+}
+
+/// `call` within `TIMEOUT`, or `504`.
+async fn bounded<T>(call: impl Future<Output = T>) -> Result<T, Response> {
+    tokio::time::timeout(TIMEOUT, call).await.map_err(|_| {
+        failure(StatusCode::GATEWAY_TIMEOUT, json!({"error": "timeout", "after_ms": TIMEOUT.as_millis() as u64}))
+    })
+}
+
+/// A Raft API error: the leader to ask instead, or what failed.
+fn raft_failure<E>(error: RaftError<TypeConfig, E>) -> Response
+where
+    E: std::error::Error + openraft::TryAsRef<ForwardToLeader<TypeConfig>>,
+{
+    match error.forward_to_leader() {
+        Some(forward) => not_leader(forward),
+        None => failure(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": error.to_string()})),
+    }
+}
+
+// ---- Raft's RPCs: openraft's own result, as JSON ----
+
+async fn append(State(app): State<App>, Json(rpc): Json<AppendEntriesRequest<TypeConfig>>) -> Response {
+    Json(app.raft.append_entries(rpc).await).into_response()
+}
+
+async fn vote(State(app): State<App>, Json(rpc): Json<VoteRequest<TypeConfig>>) -> Response {
+    Json(app.raft.vote(rpc).await).into_response()
+}
+
+async fn snapshot(State(app): State<App>, Json(message): Json<SnapshotMessage>) -> Response {
+    let snapshot =
+        SnapshotOf::<TypeConfig, Cursor<Vec<u8>>> { meta: message.meta, snapshot: Cursor::new(message.data) };
+    let result: Result<_, RaftError<TypeConfig>> =
+        app.raft.install_full_snapshot(message.vote, snapshot).await.map_err(RaftError::Fatal);
+    Json(result).into_response()
+}
+
+// ---- The client API ----
+
+async fn write(State(app): State<App>, Json(request): Json<Request>) -> Response {
+    match bounded(app.raft.client_write(request)).await {
+        Ok(Ok(written)) => Json(json!({"log_index": written.log_id.index, "response": written.data})).into_response(),
+        Ok(Err(error)) => raft_failure(error),
+        Err(timeout) => timeout,
+    }
+}
+
+#[derive(Deserialize)]
+struct Key {
+    key: String,
+}
+
+/// A linearizable read: the leader confirms it still leads (openraft's read
+/// index) and waits until its machine applied that far, then reads.
+async fn read(State(app): State<App>, Query(Key { key }): Query<Key>) -> Response {
+    match bounded(app.raft.ensure_linearizable(ReadPolicy::ReadIndex)).await {
+        Ok(Ok(_)) => value(&app, key),
+        Ok(Err(error)) => raft_failure(error),
+        Err(timeout) => timeout,
+    }
+}
+
+/// A read of this node's machine as it is: possibly stale.
+async fn local(State(app): State<App>, Query(Key { key }): Query<Key>) -> Response {
+    value(&app, key)
+}
+
+fn value(app: &App, key: String) -> Response {
+    match app.machine.get(&key) {
+        Some(value) => Json(json!({"key": key, "value": value})).into_response(),
+        None => failure(StatusCode::NOT_FOUND, json!({"error": "unknown key", "key": key})),
+    }
+}
+
+/// This node's whole map as it is (for convergence checks).
+async fn dump(State(app): State<App>) -> Response {
+    Json(app.machine.data()).into_response()
+}
+
+// ---- Membership ----
+
+/// `{"members": {"1": "127.0.0.1:21001", …}}`: the first voters.
+#[derive(Deserialize)]
+struct Init {
+    members: BTreeMap<u64, String>,
+}
+
+async fn init(State(app): State<App>, Json(Init { members }): Json<Init>) -> Response {
+    let members: BTreeMap<u64, BasicNode> = members.into_iter().map(|(id, addr)| (id, BasicNode { addr })).collect();
+    match bounded(app.raft.initialize(members)).await {
+        Ok(Ok(())) => Json(json!({"initialized": true})).into_response(),
+        Ok(Err(error)) => failure(StatusCode::CONFLICT, json!({"error": error.to_string()})),
+        Err(timeout) => timeout,
+    }
+}
+
+#[derive(Deserialize)]
+struct Learner {
+    id: u64,
+    addr: String,
+}
+
+async fn add_learner(State(app): State<App>, Json(Learner { id, addr }): Json<Learner>) -> Response {
+    match bounded(app.raft.add_learner(id, BasicNode { addr }, true)).await {
+        Ok(Ok(written)) => Json(json!({"log_index": written.log_id.index})).into_response(),
+        Ok(Err(error)) => raft_failure(error),
+        Err(timeout) => timeout,
+    }
+}
+
+/// `[1, 2, 3]`: the voters from now on (learners not named stay learners).
+async fn change_membership(State(app): State<App>, Json(voters): Json<BTreeSet<u64>>) -> Response {
+    match bounded(app.raft.change_membership(voters, true)).await {
+        Ok(Ok(written)) => Json(json!({"log_index": written.log_id.index})).into_response(),
+        Ok(Err(error)) => raft_failure(error),
+        Err(timeout) => timeout,
+    }
+}
+
+/// What a monitor or the test script asks: who leads, what is applied.
+#[derive(Serialize)]
+struct Metrics {
+    id: u64,
+    state: String,
+    current_leader: Option<u64>,
+    term: u64,
+    last_log_index: Option<u64>,
+    last_applied: Option<u64>,
+    /// The last entry in this node's snapshot, and the last one its log
+    /// purged.
+    snapshot: Option<u64>,
+    purged: Option<u64>,
+    voters: Vec<u64>,
+}
+
+async fn metrics(State(app): State<App>) -> Response {
+    let metrics = app.raft.metrics().borrow_watched().clone();
+    Json(Metrics {
+        id: app.id,
+        state: format!("{:?}", metrics.state),
+        current_leader: metrics.current_leader,
+        term: metrics.current_term,
+        last_log_index: metrics.last_log_index,
+        last_applied: metrics.last_applied.map(|id| id.index),
+        snapshot: metrics.snapshot.map(|id| id.index),
+        purged: metrics.purged.map(|id| id.index),
+        voters: metrics.membership_config.membership().voter_ids().collect(),
+    })
+    .into_response()
+}

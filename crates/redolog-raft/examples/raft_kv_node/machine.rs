@@ -1,0 +1,243 @@
+//! The node's state machine: a key-value map with set, delete and
+//! compare-and-set, and snapshots kept in the node's directory, so a node
+//! that restarts after its log was purged starts from its own snapshot and a
+//! node that fell behind the leader's purge point catches up by the
+//! leader's.
+
+use std::collections::BTreeMap;
+use std::io::{self, Cursor, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures_util::{Stream, TryStreamExt};
+use redolog_raft::openraft_0_10::openraft;
+use serde::{Deserialize, Serialize};
+
+use openraft::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
+use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
+use openraft::{EntryPayload, OptionalSend};
+
+use crate::TypeConfig;
+
+/// A write: what a client asks the cluster to apply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Sets `key` to `value`.
+    Set { key: String, value: String },
+    /// Removes `key`.
+    Delete { key: String },
+    /// Sets `key` to `new` if its value is `expected` (`None`: absent).
+    Cas { key: String, expected: Option<String>, new: String },
+}
+
+impl std::fmt::Display for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Request::Set { key, value } => write!(f, "set {key}={value}"),
+            Request::Delete { key } => write!(f, "delete {key}"),
+            Request::Cas { key, expected, new } => write!(f, "cas {key}: {expected:?} -> {new}"),
+        }
+    }
+}
+
+/// What applying a write returned: the key's value before it, and whether
+/// the write took effect (a compare-and-set whose expectation failed did
+/// not).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response {
+    pub previous: Option<String>,
+    pub applied: bool,
+}
+
+/// What the machine has applied: also a snapshot's contents.
+#[derive(Clone, Default, Serialize, Deserialize)]
+struct Applied {
+    last: Option<LogIdOf<TypeConfig>>,
+    membership: StoredMembershipOf<TypeConfig>,
+    data: BTreeMap<String, String>,
+}
+
+/// A snapshot as the node keeps it on disk.
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    meta: SnapshotMetaOf<TypeConfig>,
+    data: Vec<u8>,
+}
+
+struct Inner {
+    applied: Applied,
+    snapshot: Option<Stored>,
+}
+
+/// The key-value state machine of one node.
+#[derive(Clone)]
+pub struct Machine {
+    inner: Arc<Mutex<Inner>>,
+    /// The snapshot file.
+    path: PathBuf,
+}
+
+impl Machine {
+    /// Opens the machine in `dir`: from its snapshot if it has one.
+    pub fn open(dir: &Path) -> io::Result<Machine> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join("snapshot.json");
+        let (applied, snapshot) = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let stored: Stored = serde_json::from_slice(&bytes)?;
+                let applied: Applied = serde_json::from_slice(&stored.data)?;
+                (applied, Some(stored))
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => (Applied::default(), None),
+            Err(error) => return Err(error),
+        };
+        Ok(Machine { inner: Arc::new(Mutex::new(Inner { applied, snapshot })), path })
+    }
+
+    /// A key's value.
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.inner().applied.data.get(key).cloned()
+    }
+
+    /// Every key and value.
+    pub fn data(&self) -> BTreeMap<String, String> {
+        self.inner().applied.data.clone()
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        // Every update is whole under the lock.
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Writes the snapshot file: a temporary file, synced, renamed over the
+    /// old one, the directory synced — a crash leaves the old snapshot or
+    /// the new one.
+    fn persist(&self, stored: &Stored) -> io::Result<()> {
+        let temporary = self.path.with_extension("json.tmp");
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(&serde_json::to_vec(stored)?)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, &self.path)?;
+        let dir = self.path.parent().ok_or_else(|| io::Error::other("snapshot path has no directory"))?;
+        std::fs::File::open(dir)?.sync_all()
+    }
+}
+
+fn apply(data: &mut BTreeMap<String, String>, request: Request) -> Response {
+    match request {
+        Request::Set { key, value } => Response { previous: data.insert(key, value), applied: true },
+        Request::Delete { key } => Response { previous: data.remove(&key), applied: true },
+        Request::Cas { key, expected, new } => {
+            let previous = data.get(&key).cloned();
+            if previous == expected {
+                data.insert(key, new);
+                Response { previous, applied: true }
+            } else {
+                Response { previous, applied: false }
+            }
+        }
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for Machine {
+    type SnapshotData = Cursor<Vec<u8>>;
+
+    async fn build_snapshot(&mut self) -> Result<SnapshotOf<TypeConfig, Cursor<Vec<u8>>>, io::Error> {
+        let (meta, data) = {
+            let inner = self.inner();
+            let meta = SnapshotMetaOf::<TypeConfig> {
+                last_log_id: inner.applied.last,
+                last_membership: inner.applied.membership.clone(),
+            };
+            (meta, serde_json::to_vec(&inner.applied)?)
+        };
+        let stored = Stored { meta: meta.clone(), data: data.clone() };
+        self.persist(&stored)?;
+        self.inner().snapshot = Some(stored);
+        Ok(SnapshotOf::<TypeConfig, Cursor<Vec<u8>>> { meta, snapshot: Cursor::new(data) })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for Machine {
+    type SnapshotData = Cursor<Vec<u8>>;
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogIdOf<TypeConfig>>, StoredMembershipOf<TypeConfig>), io::Error> {
+        let inner = self.inner();
+        Ok((inner.applied.last, inner.applied.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + OptionalSend,
+    {
+        while let Some((entry, responder)) = entries.try_next().await? {
+            let response = {
+                let mut inner = self.inner();
+                inner.applied.last = Some(entry.log_id);
+                match entry.payload {
+                    EntryPayload::Blank => Response::default(),
+                    EntryPayload::Normal(request) => apply(&mut inner.applied.data, request),
+                    EntryPayload::Membership(membership) => {
+                        inner.applied.membership =
+                            StoredMembershipOf::<TypeConfig>::new(Some(entry.log_id), membership);
+                        Response::default()
+                    }
+                }
+            };
+            if let Some(responder) = responder {
+                responder.send(response);
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self {
+        self.clone()
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMetaOf<TypeConfig>,
+        snapshot: Cursor<Vec<u8>>,
+    ) -> Result<(), io::Error> {
+        let data = snapshot.into_inner();
+        let applied: Applied = serde_json::from_slice(&data)?;
+        let stored = Stored { meta: meta.clone(), data };
+        self.persist(&stored)?;
+        let mut inner = self.inner();
+        inner.applied = Applied { last: meta.last_log_id, membership: meta.last_membership.clone(), ..applied };
+        inner.snapshot = Some(stored);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<SnapshotOf<TypeConfig, Cursor<Vec<u8>>>>, io::Error> {
+        let inner = self.inner();
+        Ok(inner.snapshot.as_ref().map(|stored| SnapshotOf::<TypeConfig, Cursor<Vec<u8>>> {
+            meta: stored.meta.clone(),
+            snapshot: Cursor::new(stored.data.clone()),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compare_and_set_applies_only_when_the_value_is_the_expected_one() {
+        let mut data = BTreeMap::new();
+        let cas = |expected: Option<&str>, new: &str| Request::Cas {
+            key: "k".into(),
+            expected: expected.map(str::to_string),
+            new: new.into(),
+        };
+        assert_eq!(apply(&mut data, cas(None, "a")), Response { previous: None, applied: true });
+        assert_eq!(apply(&mut data, cas(None, "b")), Response { previous: Some("a".into()), applied: false });
+        assert_eq!(apply(&mut data, cas(Some("a"), "c")), Response { previous: Some("a".into()), applied: true });
+        assert_eq!(data.get("k").map(String::as_str), Some("c"));
+    }
+}

@@ -1,0 +1,140 @@
+//! Raft's RPCs between nodes: JSON over HTTP, reqwest on the calling side
+//! (the other side is `api.rs`'s `/raft/*` routes). Every call carries
+//! openraft's deadline for it; a node that does not answer is
+//! `Unreachable`, an answer openraft sent as an error is the remote's error.
+
+use std::future::Future;
+use std::io::Cursor;
+
+use redolog_raft::openraft_0_10::openraft;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use openraft::alias::{SnapshotMetaOf, SnapshotOf, VoteOf};
+use openraft::error::{NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::{BasicNode, OptionalSend};
+
+use crate::TypeConfig;
+
+/// A full snapshot as it travels: the leader's vote, the snapshot's meta and
+/// its bytes.
+#[derive(Serialize, Deserialize)]
+pub struct SnapshotMessage {
+    pub vote: VoteOf<TypeConfig>,
+    pub meta: SnapshotMetaOf<TypeConfig>,
+    pub data: Vec<u8>,
+}
+
+/// Makes connections to the other nodes; one HTTP client (a connection
+/// pool) for all of them.
+#[derive(Clone, Default)]
+pub struct Network {
+    client: reqwest::Client,
+}
+
+/// A connection to one node.
+pub struct Connection {
+    client: reqwest::Client,
+    target: u64,
+    addr: String,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Connection;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Connection {
+        Connection { client: self.client.clone(), target, addr: node.addr.clone() }
+    }
+}
+
+/// Why a call got no answer.
+#[derive(Debug, thiserror::Error)]
+#[error("node {target} at {addr}: {source}")]
+struct CallError {
+    target: u64,
+    addr: String,
+    source: reqwest::Error,
+}
+
+impl Connection {
+    /// POSTs `request` to `path` and decodes openraft's answer: the
+    /// response, or the error the remote's Raft returned.
+    async fn call<Q, P>(
+        &self,
+        path: &str,
+        request: &Q,
+        option: &RPCOption,
+    ) -> Result<Result<P, RaftError<TypeConfig>>, CallError>
+    where
+        Q: Serialize,
+        P: DeserializeOwned,
+    {
+        let url = format!("http://{}{path}", self.addr);
+        let failed = |source| CallError { target: self.target, addr: self.addr.clone(), source };
+        let response = self.client.post(url).json(request).timeout(option.hard_ttl()).send().await.map_err(failed)?;
+        response.error_for_status().map_err(failed)?.json().await.map_err(failed)
+    }
+
+    fn rpc_error(&self, error: CallError) -> RPCError<TypeConfig> {
+        if error.source.is_connect() || error.source.is_timeout() {
+            RPCError::Unreachable(Unreachable::new(&error))
+        } else {
+            RPCError::Network(NetworkError::new(&error))
+        }
+    }
+
+    fn remote(&self, error: RaftError<TypeConfig>) -> RPCError<TypeConfig> {
+        match error {
+            // A node whose Raft stopped answers as a dead one would.
+            RaftError::Fatal(fatal) => RPCError::Unreachable(Unreachable::new(&fatal)),
+            RaftError::APIError(never) => match never {},
+        }
+    }
+}
+
+impl RaftNetworkV2<TypeConfig> for Connection {
+    type SnapshotData = Cursor<Vec<u8>>;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        match self.call("/raft/append", &rpc, &option).await {
+            Ok(answer) => answer.map_err(|error| self.remote(error)),
+            Err(error) => Err(self.rpc_error(error)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        match self.call("/raft/vote", &rpc, &option).await {
+            Ok(answer) => answer.map_err(|error| self.remote(error)),
+            Err(error) => Err(self.rpc_error(error)),
+        }
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: VoteOf<TypeConfig>,
+        snapshot: SnapshotOf<TypeConfig, Cursor<Vec<u8>>>,
+        _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let message = SnapshotMessage { vote, meta: snapshot.meta, data: snapshot.snapshot.into_inner() };
+        match self.call("/raft/snapshot", &message, &option).await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(RaftError::Fatal(fatal))) => Err(Unreachable::new(&fatal).into()),
+            Ok(Err(RaftError::APIError(never))) => match never {},
+            Err(error) if error.source.is_connect() || error.source.is_timeout() => {
+                Err(Unreachable::new(&error).into())
+            }
+            Err(error) => Err(NetworkError::new(&error).into()),
+        }
+    }
+}
