@@ -49,95 +49,63 @@ trait Cluster: Sized {
     async fn elect(&self, id: u64);
 }
 
-impl Cluster for v0_9::Router {
-    async fn start(dir: &Path) -> Self {
-        use openraft::{BasicNode, Config, SnapshotPolicy};
-        let config = Config {
-            heartbeat_interval: 50,
-            election_timeout_min: 150,
-            election_timeout_max: 300,
-            snapshot_policy: SnapshotPolicy::Never,
-            ..Config::default()
-        };
-        let config = Arc::new(config.validate().expect("config"));
-        let router = v0_9::Router::default();
-        let mut fresh = false;
-        for id in 1..=NODES {
-            let mut store: v0_9::Store = open(dir, id);
-            fresh |= id == 1 && store.state().await.1.is_none();
-            let node = v0_9::Node::new(id, config.clone(), router.clone(), store, v0_9::Machine::default())
-                .await
-                .expect("start a node");
-            router.set(id, Some(node));
-        }
-        if fresh {
-            let members: BTreeMap<u64, BasicNode> = (1..=NODES).map(|id| (id, BasicNode::default())).collect();
-            router.get(1).expect("node 1").initialize(members).await.expect("initialize");
-        }
-        router
-    }
+/// The cluster on one line: the code is the same text on both lines, over
+/// each line's own types (`$line` the test's module for it, `$openraft` the
+/// line's crate); only calling an election differs (`$elect`: 0.10 takes
+/// whether to pre-vote).
+macro_rules! cluster_on {
+    ($line:ident, $openraft:path, |$node:ident| $elect:expr) => {
+        impl Cluster for $line::Router {
+            async fn start(dir: &Path) -> Self {
+                use openraft::{BasicNode, Config, SnapshotPolicy};
+                use $openraft as openraft;
+                let config = Config {
+                    heartbeat_interval: 50,
+                    election_timeout_min: 150,
+                    election_timeout_max: 300,
+                    snapshot_policy: SnapshotPolicy::Never,
+                    ..Config::default()
+                };
+                let config = Arc::new(config.validate().expect("config"));
+                let router = $line::Router::default();
+                let mut fresh = false;
+                for id in 1..=NODES {
+                    let mut store: $line::Store = open(dir, id);
+                    fresh |= id == 1 && store.state().await.1.is_none();
+                    let node = $line::Node::new(id, config.clone(), router.clone(), store, $line::Machine::default())
+                        .await
+                        .expect("start a node");
+                    router.set(id, Some(node));
+                }
+                if fresh {
+                    let members: BTreeMap<u64, BasicNode> = (1..=NODES).map(|id| (id, BasicNode::default())).collect();
+                    router.get(1).expect("node 1").initialize(members).await.expect("initialize");
+                }
+                router
+            }
 
-    async fn write(&self, key: u64) -> bool {
-        let metrics = self
-            .get(1)
-            .expect("node 1")
-            .wait(Some(Duration::from_secs(30)))
-            .metrics(|metrics| metrics.current_leader.is_some(), "a leader")
-            .await
-            .expect("a leader within 30 s");
-        let leader = metrics.current_leader.and_then(|id| self.get(id)).expect("the leader runs");
-        leader.client_write(format!("key{key}")).await.is_ok()
-    }
+            async fn write(&self, key: u64) -> bool {
+                let metrics = self
+                    .get(1)
+                    .expect("node 1")
+                    .wait(Some(Duration::from_secs(30)))
+                    .metrics(|metrics| metrics.current_leader.is_some(), "a leader")
+                    .await
+                    .expect("a leader within 30 s");
+                let leader = metrics.current_leader.and_then(|id| self.get(id)).expect("the leader runs");
+                leader.client_write(format!("key{key}")).await.is_ok()
+            }
 
-    async fn elect(&self, id: u64) {
-        let _ = self.get(id).expect("the node runs").trigger().elect().await;
-    }
+            async fn elect(&self, id: u64) {
+                let $node = self.get(id).expect("the node runs");
+                let _ = $elect.await;
+            }
+        }
+    };
 }
 
-impl Cluster for v0_10::Router {
-    async fn start(dir: &Path) -> Self {
-        use redolog_raft::openraft_0_10::openraft::{BasicNode, Config, SnapshotPolicy};
-        let config = Config {
-            heartbeat_interval: 50,
-            election_timeout_min: 150,
-            election_timeout_max: 300,
-            snapshot_policy: SnapshotPolicy::Never,
-            ..Config::default()
-        };
-        let config = Arc::new(config.validate().expect("config"));
-        let router = v0_10::Router::default();
-        let mut fresh = false;
-        for id in 1..=NODES {
-            let mut store: v0_10::Store = open(dir, id);
-            fresh |= id == 1 && store.state().await.1.is_none();
-            let node = v0_10::Node::new(id, config.clone(), router.clone(), store, v0_10::Machine::default())
-                .await
-                .expect("start a node");
-            router.set(id, Some(node));
-        }
-        if fresh {
-            let members: BTreeMap<u64, BasicNode> = (1..=NODES).map(|id| (id, BasicNode::default())).collect();
-            router.get(1).expect("node 1").initialize(members).await.expect("initialize");
-        }
-        router
-    }
-
-    async fn write(&self, key: u64) -> bool {
-        let metrics = self
-            .get(1)
-            .expect("node 1")
-            .wait(Some(Duration::from_secs(30)))
-            .metrics(|metrics| metrics.current_leader.is_some(), "a leader")
-            .await
-            .expect("a leader within 30 s");
-        let leader = metrics.current_leader.and_then(|id| self.get(id)).expect("the leader runs");
-        leader.client_write(format!("key{key}")).await.is_ok()
-    }
-
-    async fn elect(&self, id: u64) {
-        let _ = self.get(id).expect("the node runs").trigger().elect(false).await;
-    }
-}
+cluster_on!(v0_9, openraft, |node| node.trigger().elect());
+cluster_on!(v0_10, redolog_raft::openraft_0_10::openraft, |node| node.trigger().elect(false));
 
 /// The child: run the cluster and write until killed.
 #[test]
