@@ -69,6 +69,22 @@ struct Args {
     /// by the snapshot.
     #[arg(long, default_value_t = 1000)]
     keep_logs: u64,
+    /// `ID=HOST:PORT`: send Raft's RPCs for node ID there instead of its
+    /// address in the membership (a proxy that a fault test can cut).
+    /// Repeatable.
+    #[arg(long = "route", value_parser = parse_route)]
+    routes: Vec<(u64, String)>,
+    /// Test only, unsafe: answer `/api/read` from this node's machine
+    /// without openraft's read index — stale reads, the fault test's
+    /// negative control.
+    #[arg(long, hide = true)]
+    unsafe_reads: bool,
+}
+
+fn parse_route(text: &str) -> Result<(u64, String), String> {
+    let (id, addr) = text.split_once('=').ok_or_else(|| format!("--route {text}: expected ID=HOST:PORT"))?;
+    let id = id.parse().map_err(|error| format!("--route {text}: node id {id:?}: {error}"))?;
+    Ok((id, addr.to_string()))
 }
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
@@ -89,10 +105,11 @@ async fn main() -> Result<(), Failure> {
     let log_config = redolog::Config { capacity_bytes: args.log_mib << 20, ..redolog::Config::default() };
     let store = RedologLogStore::<TypeConfig>::open(args.dir.join("raft-log"), log_config)?;
     let machine = Machine::open(&args.dir.join("state"))?;
-    let raft = Node::new(args.id, config, network::Network::default(), store, machine.clone()).await?;
+    let network = network::Network::with_routes(args.routes.into_iter().collect());
+    let raft = Node::new(args.id, config, network, store, machine.clone()).await?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
     println!("node {} listening on {}", args.id, listener.local_addr()?);
-    let app = api::App { id: args.id, raft, machine };
+    let app = api::App { id: args.id, raft, machine, unsafe_reads: args.unsafe_reads };
     axum::serve(listener, api::routes(app)).await?;
     Ok(())
 }

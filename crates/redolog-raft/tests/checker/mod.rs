@@ -89,6 +89,25 @@ impl History {
         self.keys.entry(key).or_default().push(Event::Return(client, ret));
     }
 
+    /// Takes `client`'s operation in flight out of the history: it surely
+    /// had no effect (refused, or answered "not leader").
+    pub fn cancel(&mut self, client: u64) {
+        let key = self.in_flight.remove(&client).unwrap_or_else(|| panic!("client {client} has nothing in flight"));
+        let events = self.keys.entry(key).or_default();
+        let last = events.iter().rposition(|event| matches!(event, Event::Invoke(c, _) if *c == client));
+        if let Some(at) = last {
+            events.remove(at);
+        }
+    }
+
+    /// The value last invoked as a write or a compare-and-set on `key`.
+    pub fn last_written(&self, key: &str) -> Option<String> {
+        self.keys.get(key)?.iter().rev().find_map(|event| match event {
+            Event::Invoke(_, Op::Write(value) | Op::Cas { new: value, .. }) => Some(value.clone()),
+            _ => None,
+        })
+    }
+
     /// Operations invoked, over every key.
     pub fn len(&self) -> usize {
         self.keys.values().flatten().filter(|event| matches!(event, Event::Invoke(..))).count()
