@@ -446,12 +446,17 @@ fn runs() -> (u64, u64) {
     (number("REDOLOG_CLUSTER_FAULT_RUNS", 1), number("REDOLOG_CLUSTER_FAULT_SECONDS", 20))
 }
 
+/// One cluster at a time: two of them (ten processes) on a 2-core machine
+/// turn the nemesis's short faults into long ones.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
 }
 
 #[test]
 fn the_cluster_stays_linearizable_under_kills_pauses_and_partitions() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let (count, seconds) = runs();
     let runtime = runtime();
     for _ in 0..count {
@@ -468,6 +473,7 @@ fn the_cluster_stays_linearizable_under_kills_pauses_and_partitions() {
 /// docs/RAFT.md, "The fault test").
 #[test]
 fn reads_without_the_read_index_are_caught() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let (count, _) = runs();
     let seconds = number("REDOLOG_CLUSTER_FAULT_CONTROL_SECONDS", 5);
     let runtime = runtime();
