@@ -72,36 +72,30 @@ struct CallError {
 
 impl Connection {
     /// POSTs `request` to `path` and decodes openraft's answer: the
-    /// response, or the error the remote's Raft returned.
-    async fn call<Q, P>(
-        &self,
-        path: &str,
-        request: &Q,
-        option: &RPCOption,
-    ) -> Result<Result<P, RaftError<TypeConfig>>, CallError>
+    /// response, or the error the remote's Raft returned, as the RPC error
+    /// openraft expects of every call.
+    async fn rpc<Q, P>(&self, path: &str, request: &Q, option: &RPCOption) -> Result<P, RPCError<TypeConfig>>
     where
         Q: Serialize,
         P: DeserializeOwned,
     {
         let url = format!("http://{}{path}", self.addr);
         let failed = |source| CallError { target: self.target, addr: self.addr.clone(), source };
-        let response = self.client.post(url).json(request).timeout(option.hard_ttl()).send().await.map_err(failed)?;
-        response.error_for_status().map_err(failed)?.json().await.map_err(failed)
-    }
-
-    fn rpc_error(&self, error: CallError) -> RPCError<TypeConfig> {
-        if error.source.is_connect() || error.source.is_timeout() {
-            RPCError::Unreachable(Unreachable::new(&error))
-        } else {
-            RPCError::Network(NetworkError::new(&error))
+        let answer: Result<Result<P, RaftError<TypeConfig>>, CallError> = async {
+            let response =
+                self.client.post(url).json(request).timeout(option.hard_ttl()).send().await.map_err(failed)?;
+            response.error_for_status().map_err(failed)?.json().await.map_err(failed)
         }
-    }
-
-    fn remote(&self, error: RaftError<TypeConfig>) -> RPCError<TypeConfig> {
-        match error {
+        .await;
+        match answer {
+            Ok(Ok(response)) => Ok(response),
             // A node whose Raft stopped answers as a dead one would.
-            RaftError::Fatal(fatal) => RPCError::Unreachable(Unreachable::new(&fatal)),
-            RaftError::APIError(never) => match never {},
+            Ok(Err(RaftError::Fatal(fatal))) => Err(RPCError::Unreachable(Unreachable::new(&fatal))),
+            Ok(Err(RaftError::APIError(never))) => match never {},
+            Err(error) if error.source.is_connect() || error.source.is_timeout() => {
+                Err(RPCError::Unreachable(Unreachable::new(&error)))
+            }
+            Err(error) => Err(RPCError::Network(NetworkError::new(&error))),
         }
     }
 }
@@ -114,10 +108,7 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        match self.call("/raft/append", &rpc, &option).await {
-            Ok(answer) => answer.map_err(|error| self.remote(error)),
-            Err(error) => Err(self.rpc_error(error)),
-        }
+        self.rpc("/raft/append", &rpc, &option).await
     }
 
     async fn vote(
@@ -125,10 +116,7 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
-        match self.call("/raft/vote", &rpc, &option).await {
-            Ok(answer) => answer.map_err(|error| self.remote(error)),
-            Err(error) => Err(self.rpc_error(error)),
-        }
+        self.rpc("/raft/vote", &rpc, &option).await
     }
 
     async fn full_snapshot(
@@ -139,14 +127,6 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
         let message = SnapshotMessage { vote, meta: snapshot.meta, data: snapshot.snapshot.into_inner() };
-        match self.call("/raft/snapshot", &message, &option).await {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(RaftError::Fatal(fatal))) => Err(Unreachable::new(&fatal).into()),
-            Ok(Err(RaftError::APIError(never))) => match never {},
-            Err(error) if error.source.is_connect() || error.source.is_timeout() => {
-                Err(Unreachable::new(&error).into())
-            }
-            Err(error) => Err(NetworkError::new(&error).into()),
-        }
+        Ok(self.rpc("/raft/snapshot", &message, &option).await?)
     }
 }
