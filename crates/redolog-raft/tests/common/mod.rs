@@ -78,41 +78,35 @@ pub trait Line: Sized + Clone + Send + 'static {
     }
 }
 
-/// The store on openraft 0.9.
-pub mod v0_9 {
-    use super::{Ballot, Id, Item};
-    use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftLogReader, Vote};
-    #[allow(unused_imports)] // each test binary uses some of them
-    pub use redolog_raft::openraft_0_9::in_process::{Machine, Node, Router, Store, TypeConfig};
-    use std::ops::RangeInclusive;
-    use std::path::Path;
+/// What the two lines' adapters share word for word, written once: each
+/// line's module brings its own `TypeConfig`, `Store`, `Vote`, `LogIdT`,
+/// `EntryT`, `log_id` and the imports these name. What differs — building
+/// a log id, reading a vote, truncating — stays in the module.
+macro_rules! adapter_functions {
+    () => {
+        fn id(log_id: LogIdT) -> Id {
+            (log_id.leader_id.term, log_id.index)
+        }
 
-    pub fn log_id((term, index): Id) -> LogId<u64> {
-        LogId::new(CommittedLeaderId::new(term, 1), index)
-    }
+        pub fn entry((at, payload): Item) -> EntryT {
+            let payload = payload.map_or(EntryPayload::Blank, EntryPayload::Normal);
+            Entry { log_id: log_id(at), payload }
+        }
 
-    fn id(log_id: LogId<u64>) -> Id {
-        (log_id.leader_id.term, log_id.index)
-    }
+        fn item(entry: EntryT) -> Item {
+            let payload = match entry.payload {
+                EntryPayload::Normal(text) => Some(text),
+                EntryPayload::Blank => None,
+                EntryPayload::Membership(membership) => Some(format!("membership {membership:?}")),
+            };
+            (id(entry.log_id), payload)
+        }
+    };
+}
 
-    pub fn entry((at, payload): Item) -> Entry<TypeConfig> {
-        let payload = payload.map_or(EntryPayload::Blank, EntryPayload::Normal);
-        Entry { log_id: log_id(at), payload }
-    }
-
-    fn item(entry: Entry<TypeConfig>) -> Item {
-        let payload = match entry.payload {
-            EntryPayload::Normal(text) => Some(text),
-            EntryPayload::Blank => None,
-            EntryPayload::Membership(membership) => Some(format!("membership {membership:?}")),
-        };
-        (id(entry.log_id), payload)
-    }
-
-    impl super::Line for Store {
-        const NAME: &'static str = "openraft 0.9";
-
+/// The methods of [`Line`] that read the same on both lines.
+macro_rules! adapter_methods {
+    () => {
         fn open_with(dir: &Path, config: redolog::Config) -> Result<Self, redolog_raft::Error> {
             Store::open(dir, config)
         }
@@ -138,23 +132,12 @@ pub mod v0_9 {
             RaftLogStorage::save_vote(self, &vote).await.expect("save the vote");
         }
 
-        async fn vote(&mut self) -> Option<Ballot> {
-            let vote = self.read_vote().await.expect("read the vote")?;
-            Some((vote.leader_id().term, vote.leader_id().node_id, vote.is_committed()))
-        }
-
         async fn save_committed(&mut self, committed: Option<Id>) {
             RaftLogStorage::save_committed(self, committed.map(log_id)).await.expect("save the committed id");
         }
 
         async fn committed(&mut self) -> Option<Id> {
             self.read_committed().await.expect("read the committed id").map(id)
-        }
-
-        async fn truncate_after(&mut self, last: Option<Id>) {
-            // 0.9 names the first entry to remove; its term does not matter.
-            let first = last.map_or((0, 0), |(term, index)| (term, index + 1));
-            self.truncate(log_id(first)).await.expect("truncate");
         }
 
         async fn purge(&mut self, upto: Id) {
@@ -171,13 +154,50 @@ pub mod v0_9 {
             let entries = reader.try_get_log_entries(range).await.expect("entries");
             entries.into_iter().map(item).collect()
         }
+    };
+}
+
+/// The store on openraft 0.9.
+pub mod v0_9 {
+    use super::{Ballot, Id, Item};
+    use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftLogReader, Vote};
+    #[allow(unused_imports)] // each test binary uses some of them
+    pub use redolog_raft::openraft_0_9::in_process::{Machine, Node, Router, Store, TypeConfig};
+    use std::ops::RangeInclusive;
+    use std::path::Path;
+
+    type LogIdT = LogId<u64>;
+    type EntryT = Entry<TypeConfig>;
+
+    pub fn log_id((term, index): Id) -> LogIdT {
+        LogId::new(CommittedLeaderId::new(term, 1), index)
+    }
+
+    adapter_functions!();
+
+    impl super::Line for Store {
+        const NAME: &'static str = "openraft 0.9";
+
+        adapter_methods!();
+
+        async fn vote(&mut self) -> Option<Ballot> {
+            let vote = self.read_vote().await.expect("read the vote")?;
+            Some((vote.leader_id().term, vote.leader_id().node_id, vote.is_committed()))
+        }
+
+        async fn truncate_after(&mut self, last: Option<Id>) {
+            // 0.9 names the first entry to remove; its term does not matter.
+            let first = last.map_or((0, 0), |(term, index)| (term, index + 1));
+            self.truncate(log_id(first)).await.expect("truncate");
+        }
     }
 }
 
 /// The store on openraft 0.10.
 pub mod v0_10 {
     use super::{Ballot, Id, Item};
-    use openraft::alias::{LogIdOf, VoteOf};
+    use openraft::alias::{EntryOf, LogIdOf, VoteOf};
     use openraft::storage::{RaftLogReader, RaftLogStorage, RaftLogStorageExt};
     use openraft::{Entry, EntryPayload, LogId};
     #[allow(unused_imports)] // each test binary uses some of them
@@ -187,90 +207,27 @@ pub mod v0_10 {
     use std::path::Path;
 
     type Vote = VoteOf<TypeConfig>;
+    type LogIdT = LogIdOf<TypeConfig>;
+    type EntryT = EntryOf<TypeConfig>;
 
-    pub fn log_id((term, index): Id) -> LogIdOf<TypeConfig> {
+    pub fn log_id((term, index): Id) -> LogIdT {
         LogId::new(openraft::impls::leader_id_adv::LeaderId { term, node_id: 1 }, index)
     }
 
-    fn id(log_id: LogIdOf<TypeConfig>) -> Id {
-        (log_id.leader_id.term, log_id.index)
-    }
-
-    pub fn entry((at, payload): Item) -> openraft::alias::EntryOf<TypeConfig> {
-        let payload = payload.map_or(EntryPayload::Blank, EntryPayload::Normal);
-        Entry { log_id: log_id(at), payload }
-    }
-
-    fn item(entry: openraft::alias::EntryOf<TypeConfig>) -> Item {
-        let payload = match entry.payload {
-            EntryPayload::Normal(text) => Some(text),
-            EntryPayload::Blank => None,
-            EntryPayload::Membership(membership) => Some(format!("membership {membership:?}")),
-        };
-        (id(entry.log_id), payload)
-    }
+    adapter_functions!();
 
     impl super::Line for Store {
         const NAME: &'static str = "openraft 0.10";
 
-        fn open_with(dir: &Path, config: redolog::Config) -> Result<Self, redolog_raft::Error> {
-            Store::open(dir, config)
-        }
-
-        fn open_on<T: redolog::storage::Storage + 'static>(
-            dir: &Path,
-            config: redolog::Config,
-            storage: T,
-        ) -> Result<Self, redolog_raft::Error> {
-            Store::open_with_storage(dir, config, storage)
-        }
-
-        fn log(&self) -> &redolog::Log {
-            Store::log(self)
-        }
-
-        async fn append(&mut self, entries: Vec<Item>) {
-            self.blocking_append(entries.into_iter().map(entry)).await.expect("append");
-        }
-
-        async fn save_vote(&mut self, (term, node, committed): Ballot) {
-            let mut vote = Vote::new(term, node);
-            if committed {
-                vote = Vote::new_committed(term, node);
-            }
-            RaftLogStorage::save_vote(self, &vote).await.expect("save the vote");
-        }
+        adapter_methods!();
 
         async fn vote(&mut self) -> Option<Ballot> {
             let vote = self.read_vote().await.expect("read the vote")?;
             Some((vote.leader_id.term, vote.leader_id.node_id, vote.committed))
         }
 
-        async fn save_committed(&mut self, committed: Option<Id>) {
-            RaftLogStorage::save_committed(self, committed.map(log_id)).await.expect("save the committed id");
-        }
-
-        async fn committed(&mut self) -> Option<Id> {
-            self.read_committed().await.expect("read the committed id").map(id)
-        }
-
         async fn truncate_after(&mut self, last: Option<Id>) {
             RaftLogStorage::truncate_after(self, last.map(log_id)).await.expect("truncate");
-        }
-
-        async fn purge(&mut self, upto: Id) {
-            RaftLogStorage::purge(self, log_id(upto)).await.expect("purge");
-        }
-
-        async fn state(&mut self) -> (Option<Id>, Option<Id>) {
-            let state = self.get_log_state().await.expect("log state");
-            (state.last_purged_log_id.map(id), state.last_log_id.map(id))
-        }
-
-        async fn entries(&mut self, range: RangeInclusive<u64>) -> Vec<Item> {
-            let mut reader = self.get_log_reader().await;
-            let entries = reader.try_get_log_entries(range).await.expect("entries");
-            entries.into_iter().map(item).collect()
         }
     }
 }
