@@ -26,9 +26,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use openraft::storage::RaftLogStorage;
-use openraft::BasicNode;
-use redolog_raft::openraft_0_10::in_process as line010;
-use redolog_raft::openraft_0_9::in_process::{Machine, Node, Router};
 
 use super::stores::{self, with_store, with_store_0_10, OnStore, OnStore010, Point, Summary};
 use super::{openraft010, OpenraftLine, RaftTypes, RaftTypes010};
@@ -107,94 +104,75 @@ impl OnStore010 for ClusterPoint<'_> {
     }
 }
 
-/// Starts the cluster on stores from `open`, writes through its leader from
-/// `clients` tasks for `--time` seconds, and shuts it down.
-async fn cluster_point<S, F>(open: F, dir: &Path, clients: usize, options: &ClusterOptions) -> Result<Point, BoxError>
-where
-    S: RaftLogStorage<RaftTypes>,
-    F: Fn(&Path) -> Result<S, BoxError>,
-{
-    let config = raft_config()?;
-    let router = Router::default();
-    let mut nodes = Vec::new();
-    for id in 1..=NODES {
-        let store = open(&dir.join(format!("node-{id}")))?;
-        let node = Node::new(id, config.clone(), router.clone(), store, Machine::default()).await?;
-        router.set(id, Some(node.clone()));
-        nodes.push(node);
-    }
-    let members: BTreeMap<u64, BasicNode> = (1..=NODES).map(|id| (id, BasicNode::default())).collect();
-    nodes[0].initialize(members).await?;
-    let metrics =
-        nodes[0].wait(Some(Duration::from_secs(10))).metrics(|m| m.current_leader.is_some(), "a leader").await?;
-    let leader = metrics.current_leader.and_then(|id| router.get(id)).ok_or("no leader")?;
-    leader.client_write("warm-up".to_string()).await?;
-
-    let leader_dir = dir.join(format!("node-{}", metrics.current_leader.unwrap_or_default()));
-    let point = drive(clients, options, &leader_dir, move |command| {
-        let leader = leader.clone();
-        async move { leader.client_write(command).await.is_ok() }
-    })
-    .await?;
-    for (id, node) in (1..=NODES).zip(nodes) {
-        router.set(id, None);
-        node.shutdown().await?;
-    }
-    Ok(point)
-}
-
-/// The same on openraft 0.10.
-async fn cluster_point_0_10<S, F>(
-    open: F,
-    dir: &Path,
-    clients: usize,
-    options: &ClusterOptions,
-) -> Result<Point, BoxError>
-where
-    S: openraft010::storage::RaftLogStorage<RaftTypes010>,
-    F: Fn(&Path) -> Result<S, BoxError>,
-{
-    let config = raft_config_0_10()?;
-    let router = line010::Router::default();
-    let mut nodes = Vec::new();
-    for id in 1..=NODES {
-        let store = open(&dir.join(format!("node-{id}")))?;
-        let node = line010::Node::new(id, config.clone(), router.clone(), store, line010::Machine::default()).await?;
-        router.set(id, Some(node.clone()));
-        nodes.push(node);
-    }
-    let members: BTreeMap<u64, openraft010::BasicNode> =
-        (1..=NODES).map(|id| (id, openraft010::BasicNode::default())).collect();
-    nodes[0].initialize(members).await?;
-    // A node may name a leader before that leader takes writes: wait until
-    // one node is leader in its own eyes and has committed a write.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let (leader_id, leader) = loop {
-        let metrics =
-            nodes[0].wait(Some(Duration::from_secs(10))).metrics(|m| m.current_leader.is_some(), "a leader").await?;
-        let id = metrics.current_leader.ok_or("no leader")?;
-        let leader = router.get(id).ok_or("the leader is not running")?;
-        let own = leader.wait(Some(Duration::from_secs(2)));
-        if own.metrics(|m| m.state == openraft010::ServerState::Leader, "leader").await.is_ok()
-            && leader.client_write("warm-up".to_string()).await.is_ok()
+/// Defines `$name`, a cluster point on one openraft line (`$openraft` its
+/// crate, `$cluster` its `in_process` module, `$types` its type config,
+/// `$config` its timing): starts the cluster on stores from `open`, writes
+/// through its leader from `clients` tasks for `--time` seconds, and shuts
+/// it down. The same text on both lines, over each line's types.
+macro_rules! cluster_point {
+    ($name:ident, $openraft:ident, $cluster:path, $types:ty, $config:ident) => {
+        async fn $name<S, F>(open: F, dir: &Path, clients: usize, options: &ClusterOptions) -> Result<Point, BoxError>
+        where
+            S: $openraft::storage::RaftLogStorage<$types>,
+            F: Fn(&Path) -> Result<S, BoxError>,
         {
-            break (id, leader);
-        }
-        if Instant::now() > deadline {
-            return Err("no node took a write within 10 s".into());
+            use $cluster as cluster;
+            let config = $config()?;
+            let router = cluster::Router::default();
+            let mut nodes = Vec::new();
+            for id in 1..=NODES {
+                let store = open(&dir.join(format!("node-{id}")))?;
+                let node =
+                    cluster::Node::new(id, config.clone(), router.clone(), store, cluster::Machine::default()).await?;
+                router.set(id, Some(node.clone()));
+                nodes.push(node);
+            }
+            let members: BTreeMap<u64, $openraft::BasicNode> =
+                (1..=NODES).map(|id| (id, $openraft::BasicNode::default())).collect();
+            nodes[0].initialize(members).await?;
+            // A node may name a leader before that leader takes writes (seen
+            // on 0.10): wait until one node is leader in its own eyes and has
+            // committed a write.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let (leader_id, leader) = loop {
+                let metrics = nodes[0]
+                    .wait(Some(Duration::from_secs(10)))
+                    .metrics(|m| m.current_leader.is_some(), "a leader")
+                    .await?;
+                let id = metrics.current_leader.ok_or("no leader")?;
+                let leader = router.get(id).ok_or("the leader is not running")?;
+                let own = leader.wait(Some(Duration::from_secs(2)));
+                if own.metrics(|m| m.state == $openraft::ServerState::Leader, "leader").await.is_ok()
+                    && leader.client_write("warm-up".to_string()).await.is_ok()
+                {
+                    break (id, leader);
+                }
+                if Instant::now() > deadline {
+                    return Err("no node took a write within 10 s".into());
+                }
+            };
+            let point = drive(clients, options, &dir.join(format!("node-{leader_id}")), move |command| {
+                let leader = leader.clone();
+                async move { leader.client_write(command).await.is_ok() }
+            })
+            .await?;
+            for (id, node) in (1..=NODES).zip(nodes) {
+                router.set(id, None);
+                node.shutdown().await?;
+            }
+            Ok(point)
         }
     };
-    let point = drive(clients, options, &dir.join(format!("node-{leader_id}")), move |command| {
-        let leader = leader.clone();
-        async move { leader.client_write(command).await.is_ok() }
-    })
-    .await?;
-    for (id, node) in (1..=NODES).zip(nodes) {
-        router.set(id, None);
-        node.shutdown().await?;
-    }
-    Ok(point)
 }
+
+cluster_point!(cluster_point, openraft, redolog_raft::openraft_0_9::in_process, RaftTypes, raft_config);
+cluster_point!(
+    cluster_point_0_10,
+    openraft010,
+    redolog_raft::openraft_0_10::in_process,
+    RaftTypes010,
+    raft_config_0_10
+);
 
 /// `clients` tasks, each writing its own key with `write` (true once
 /// acknowledged) for `--time` seconds; the point they measured.
