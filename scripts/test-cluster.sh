@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Three processes of the replicated key-value node (redolog-raft's example
-# raft_kv_node, openraft 0.10) on loopback: form the cluster (init, add two
+# Three processes of the replicated key-value service (crates/redolog-kv,
+# openraft 0.10 on redolog-raft) on loopback: form the cluster (init, add two
 # learners, make them voters), write through the leader past three
 # snapshots, read from every node, SIGKILL the leader, see another elected
 # and take writes, restart the old leader from its directory (its own
@@ -9,14 +9,14 @@
 # step does not happen within its bound; kills its processes and removes its
 # directory on every path. Needs curl and jq (.ci/run installs them).
 #
-#   scripts/test-cluster.sh            # builds the example (debug) first
-#   NODE=target/release/examples/raft_kv_node scripts/test-cluster.sh
+#   scripts/test-cluster.sh            # builds the node program (debug) first
+#   NODE=target/release/redolog-kv scripts/test-cluster.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [[ -z "${NODE:-}" ]]; then
-    cargo build -q -p redolog-raft --example raft_kv_node
-    NODE=target/debug/examples/raft_kv_node
+    cargo build -q -p redolog-kv
+    NODE=target/debug/redolog-kv
 fi
 WAIT=30  # seconds any one step may take
 KEYS=300 # written before the kill: past two snapshots (every 100 entries)

@@ -327,7 +327,7 @@ fn crates() -> Vec<(String, PathBuf)> {
 fn no_crate_of_the_workspace_has_an_import_loop() {
     let crates = crates();
     let names: Vec<&str> = crates.iter().map(|(name, _)| name.as_str()).collect();
-    for expected in ["redolog", "redolog-bench", "redolog-cli", "redolog-pagestore", "redolog-raft"] {
+    for expected in ["redolog", "redolog-bench", "redolog-cli", "redolog-kv", "redolog-pagestore", "redolog-raft"] {
         assert!(names.contains(&expected), "{expected} not found among {names:?}");
     }
     let mut loops = Vec::new();

@@ -1,7 +1,7 @@
 //! Goal: the replicated key-value service stays linearizable, and loses no
 //! acknowledged write, while a nemesis kills, pauses and partitions its
 //! nodes (docs/RAFT.md, "The fault test").
-//! Method: five `raft_kv_node` processes on loopback, every Raft link
+//! Method: five `redolog-kv` processes on loopback, every Raft link
 //! through a proxy in this process that the nemesis can cut; client tasks
 //! issue reads (to any node: a follower redirects to the leader), writes
 //! and compare-and-sets on three keys and record the history; the nemesis
@@ -14,14 +14,14 @@
 //! checker must catch it.
 //! One run of each in `cargo test` (20 s, the control 5 s); more with
 //! `REDOLOG_CLUSTER_FAULT_RUNS=20 REDOLOG_CLUSTER_FAULT_SECONDS=30 cargo test
-//! -p redolog-raft --test cluster_faults -- --nocapture --test-threads=1`
+//! -p redolog-kv --test cluster_faults -- --nocapture --test-threads=1`
 //! (`REDOLOG_CLUSTER_FAULT_CONTROL_SECONDS` for the control's length).
 
 mod checker;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,18 +36,10 @@ const NODES: u64 = 5;
 const KEYS: [&str; 3] = ["a", "b", "c"];
 const CLIENTS: u64 = 4;
 
-/// The node program, built with the tests by `cargo test`.
+/// The node program: cargo builds the package's binary before its
+/// integration tests.
 fn node_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary");
-    // target/<profile>/deps/<test> → target/<profile>/examples/raft_kv_node
-    let profile = exe.parent().and_then(Path::parent).expect("target directory");
-    let binary = profile.join("examples").join("raft_kv_node");
-    assert!(
-        binary.exists(),
-        "{} is missing: `cargo test` builds it; alone, run `cargo build -p redolog-raft --example raft_kv_node`",
-        binary.display()
-    );
-    binary
+    PathBuf::from(env!("CARGO_BIN_EXE_redolog-kv"))
 }
 
 /// A free loopback port (bound, read, released).

@@ -25,9 +25,11 @@ use openraft::error::{ForwardToLeader, RaftError};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{BasicNode, ReadPolicy};
 
-use crate::machine::{Machine, Request};
+use crate::machine::{Machine, Request, TypeConfig};
 use crate::network::SnapshotMessage;
-use crate::{Node, TypeConfig};
+
+/// A running node.
+pub type Node = openraft::Raft<TypeConfig, Machine>;
 
 /// How long a client call may take before it is answered `504`.
 pub const TIMEOUT: Duration = Duration::from_secs(5);

@@ -17,7 +17,13 @@ use openraft::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend};
 
-use crate::TypeConfig;
+openraft::declare_raft_types!(
+    /// The service's types: key-value writes and their responses, `u64` node
+    /// ids, nodes known by their HTTP address.
+    pub TypeConfig:
+        D = Request,
+        R = Response,
+);
 
 /// A write: what a client asks the cluster to apply.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,7 +16,7 @@ use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
 use openraft::{BasicNode, OptionalSend};
 
-use crate::TypeConfig;
+use crate::machine::TypeConfig;
 
 /// A full snapshot as it travels: the leader's vote, the snapshot's meta and
 /// its bytes.

@@ -4,9 +4,9 @@
 //! them:
 //!
 //! ```sh
-//! cargo run --release -p redolog-raft --example raft_kv_node -- --id 1 --listen 127.0.0.1:21001 --dir node-1
-//! cargo run --release -p redolog-raft --example raft_kv_node -- --id 2 --listen 127.0.0.1:21002 --dir node-2
-//! cargo run --release -p redolog-raft --example raft_kv_node -- --id 3 --listen 127.0.0.1:21003 --dir node-3
+//! cargo run --release -p redolog-kv -- --id 1 --listen 127.0.0.1:21001 --dir node-1
+//! cargo run --release -p redolog-kv -- --id 2 --listen 127.0.0.1:21002 --dir node-2
+//! cargo run --release -p redolog-kv -- --id 3 --listen 127.0.0.1:21003 --dir node-3
 //! curl -s 127.0.0.1:21001/cluster/init -H 'content-type: application/json' \
 //!     -d '{"members": {"1": "127.0.0.1:21001", "2": "127.0.0.1:21002", "3": "127.0.0.1:21003"}}'
 //! curl -s 127.0.0.1:21001/api/write -H 'content-type: application/json' -d '{"op": "set", "key": "a", "value": "1"}'
@@ -29,18 +29,8 @@ use std::sync::Arc;
 use clap::Parser;
 use redolog_raft::openraft_0_10::{openraft, RedologLogStore};
 
-use machine::{Machine, Request, Response};
-
-openraft::declare_raft_types!(
-    /// The service's types: key-value writes and their responses, `u64` node
-    /// ids, nodes known by their HTTP address.
-    pub TypeConfig:
-        D = Request,
-        R = Response,
-);
-
-/// A running node.
-pub type Node = openraft::Raft<TypeConfig, Machine>;
+use api::Node;
+use machine::{Machine, TypeConfig};
 
 /// A node of the replicated key-value service.
 #[derive(Parser)]
