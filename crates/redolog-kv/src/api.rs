@@ -25,7 +25,7 @@ use openraft::error::{ForwardToLeader, RaftError};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{BasicNode, ReadPolicy};
 
-use crate::machine::{Machine, Request, TypeConfig};
+use crate::machine::{Command, Machine, TypeConfig};
 use crate::network::SnapshotMessage;
 
 /// A running node.
@@ -109,8 +109,12 @@ async fn snapshot(State(app): State<App>, Json(message): Json<SnapshotMessage>) 
 
 // ---- The client API ----
 
-async fn write(State(app): State<App>, Json(request): Json<Request>) -> Response {
-    match bounded(app.raft.client_write(request)).await {
+async fn write(State(app): State<App>, Json(command): Json<Command>) -> Response {
+    match bounded(app.raft.client_write(command)).await {
+        Ok(Ok(written)) if written.data.stale => failure(
+            StatusCode::CONFLICT,
+            json!({"error": "stale session number: the session already applied a later write", "log_index": written.log_id.index}),
+        ),
         Ok(Ok(written)) => Json(json!({"log_index": written.log_id.index, "response": written.data})).into_response(),
         Ok(Err(error)) => raft_failure(error),
         Err(timeout) => timeout,

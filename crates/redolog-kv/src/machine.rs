@@ -1,8 +1,9 @@
 //! The node's state machine: a key-value map with set, delete and
-//! compare-and-set, and snapshots kept in the node's directory, so a node
-//! that restarts after its log was purged starts from its own snapshot and a
-//! node that fell behind the leader's purge point catches up by the
-//! leader's.
+//! compare-and-set; client sessions, so a write retried after an unknown
+//! outcome is applied once (the Raft dissertation, §6.3); and snapshots kept
+//! in the node's directory, so a node that restarts after its log was purged
+//! starts from its own snapshot and a node that fell behind the leader's
+//! purge point catches up by the leader's.
 
 use std::collections::BTreeMap;
 use std::io::{self, Cursor, Write};
@@ -21,9 +22,39 @@ openraft::declare_raft_types!(
     /// The service's types: key-value writes and their responses, `u64` node
     /// ids, nodes known by their HTTP address.
     pub TypeConfig:
-        D = Request,
+        D = Command,
         R = Response,
 );
+
+/// What the cluster replicates: a write and, if the client numbers its
+/// writes, its place in the client's session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Command {
+    #[serde(flatten)]
+    pub request: Request,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<Session>,
+}
+
+/// A client's numbering of its writes: `seq` goes up by one per write, and a
+/// write whose outcome the client did not learn (a timeout, a broken
+/// connection) is sent again with the same number — to any node — until it
+/// is answered. The machine keeps each client's last number and answer, so
+/// the retry gets the first application's answer instead of applying twice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    pub client: u64,
+    pub seq: u64,
+}
+
+impl std::fmt::Display for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.session {
+            Some(Session { client, seq }) => write!(f, "{} (client {client} #{seq})", self.request),
+            None => self.request.fmt(f),
+        }
+    }
+}
 
 /// A write: what a client asks the cluster to apply.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +85,14 @@ impl std::fmt::Display for Request {
 pub struct Response {
     pub previous: Option<String>,
     pub applied: bool,
+    /// The answer of the session's earlier application of this write: this
+    /// copy changed nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+    /// Refused: the session had already applied a later write (the client
+    /// sent a write while an earlier one was unanswered).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
 }
 
 /// What the machine has applied: also a snapshot's contents.
@@ -62,6 +101,11 @@ struct Applied {
     last: Option<LogIdOf<TypeConfig>>,
     membership: StoredMembershipOf<TypeConfig>,
     data: BTreeMap<String, String>,
+    /// Per client, its last write's number and answer. (Kept for every
+    /// client ever seen: a service with many short-lived clients would
+    /// expire them, deterministically, by log position.)
+    #[serde(default)]
+    sessions: BTreeMap<u64, (u64, Response)>,
 }
 
 /// A snapshot as the node keeps it on disk.
@@ -130,18 +174,35 @@ impl Machine {
     }
 }
 
+/// Applies `command` once per session number.
+fn apply_once(applied: &mut Applied, command: Command) -> Response {
+    let Some(Session { client, seq }) = command.session else {
+        return apply(&mut applied.data, command.request);
+    };
+    match applied.sessions.get(&client) {
+        Some((last, answer)) if *last == seq => Response { replayed: true, ..answer.clone() },
+        Some((last, _)) if *last > seq => Response { stale: true, ..Response::default() },
+        _ => {
+            let answer = apply(&mut applied.data, command.request);
+            applied.sessions.insert(client, (seq, answer.clone()));
+            answer
+        }
+    }
+}
+
 fn apply(data: &mut BTreeMap<String, String>, request: Request) -> Response {
     match request {
-        Request::Set { key, value } => Response { previous: data.insert(key, value), applied: true },
-        Request::Delete { key } => Response { previous: data.remove(&key), applied: true },
+        Request::Set { key, value } => {
+            Response { previous: data.insert(key, value), applied: true, ..Response::default() }
+        }
+        Request::Delete { key } => Response { previous: data.remove(&key), applied: true, ..Response::default() },
         Request::Cas { key, expected, new } => {
             let previous = data.get(&key).cloned();
-            if previous == expected {
+            let applied = previous == expected;
+            if applied {
                 data.insert(key, new);
-                Response { previous, applied: true }
-            } else {
-                Response { previous, applied: false }
             }
+            Response { previous, applied, ..Response::default() }
         }
     }
 }
@@ -186,7 +247,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
                 inner.applied.last = Some(entry.log_id);
                 match entry.payload {
                     EntryPayload::Blank => Response::default(),
-                    EntryPayload::Normal(request) => apply(&mut inner.applied.data, request),
+                    EntryPayload::Normal(command) => apply_once(&mut inner.applied, command),
                     EntryPayload::Membership(membership) => {
                         inner.applied.membership =
                             StoredMembershipOf::<TypeConfig>::new(Some(entry.log_id), membership);
@@ -241,9 +302,51 @@ mod tests {
             expected: expected.map(str::to_string),
             new: new.into(),
         };
-        assert_eq!(apply(&mut data, cas(None, "a")), Response { previous: None, applied: true });
-        assert_eq!(apply(&mut data, cas(None, "b")), Response { previous: Some("a".into()), applied: false });
-        assert_eq!(apply(&mut data, cas(Some("a"), "c")), Response { previous: Some("a".into()), applied: true });
+        let answer = |previous: Option<&str>, applied| Response {
+            previous: previous.map(str::to_string),
+            applied,
+            ..Response::default()
+        };
+        assert_eq!(apply(&mut data, cas(None, "a")), answer(None, true));
+        assert_eq!(apply(&mut data, cas(None, "b")), answer(Some("a"), false));
+        assert_eq!(apply(&mut data, cas(Some("a"), "c")), answer(Some("a"), true));
         assert_eq!(data.get("k").map(String::as_str), Some("c"));
+    }
+
+    #[test]
+    fn a_retried_write_is_applied_once_and_answered_as_the_first_time() {
+        let mut applied = Applied::default();
+        let set = |value: &str, seq| Command {
+            request: Request::Set { key: "k".into(), value: value.into() },
+            session: Some(Session { client: 7, seq }),
+        };
+        let first = apply_once(&mut applied, set("a", 1));
+        assert!(first.applied && !first.replayed);
+        // Another client writes in between; then client 7's retry of #1.
+        let other = Command { request: Request::Set { key: "k".into(), value: "b".into() }, session: None };
+        apply_once(&mut applied, other);
+        let retry = apply_once(&mut applied, set("a", 1));
+        assert_eq!(retry, Response { replayed: true, ..first });
+        assert_eq!(applied.data["k"], "b", "the retry wrote again");
+        // The next write applies; an older number is refused.
+        assert!(apply_once(&mut applied, set("c", 2)).applied);
+        let stale = apply_once(&mut applied, set("a", 1));
+        assert!(stale.stale && !stale.applied);
+        assert_eq!(applied.data["k"], "c");
+        // A snapshot keeps the sessions.
+        let copy: Applied = serde_json::from_slice(&serde_json::to_vec(&applied).expect("encode")).expect("decode");
+        assert_eq!(copy.sessions, applied.sessions);
+    }
+
+    #[test]
+    fn a_command_reads_the_documented_json() {
+        let plain: Command = serde_json::from_str(r#"{"op": "set", "key": "a", "value": "1"}"#).expect("plain");
+        assert_eq!(plain.session, None);
+        let numbered: Command = serde_json::from_str(
+            r#"{"op": "cas", "key": "a", "expected": null, "new": "2", "session": {"client": 3, "seq": 9}}"#,
+        )
+        .expect("with a session");
+        assert_eq!(numbered.session, Some(Session { client: 3, seq: 9 }));
+        assert!(matches!(numbered.request, Request::Cas { expected: None, .. }));
     }
 }
