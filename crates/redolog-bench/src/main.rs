@@ -46,6 +46,11 @@ enum Command {
     /// and raft-log (`--features peers`), appends of N entries through
     /// openraft's `blocking_append`, in interleaved rounds.
     RaftStore(raft::alone::RaftStoreOptions),
+    /// One node of redolog-kv's replicated key-value service on a store of
+    /// this build: what `bench --workload raft --placement processes`
+    /// starts, one process per node.
+    #[command(hide = true)]
+    KvNode(raft::processes::KvNodeOptions),
 }
 
 /// What a command line asks for, read into the options of what runs.
@@ -55,6 +60,7 @@ enum Job {
     Bench(Run),
     ReadBack(log::read_back::ReadBackOptions),
     RaftStore(raft::alone::RaftStoreOptions),
+    KvNode(raft::processes::KvNodeOptions),
 }
 
 /// Reads parsed arguments into a [`Job`]: a `bench` command into its
@@ -66,6 +72,7 @@ fn job(matches: &ArgMatches) -> Result<Job, BoxError> {
         }
         Command::ReadBack(options) => Job::ReadBack(options),
         Command::RaftStore(options) => Job::RaftStore(options),
+        Command::KvNode(options) => Job::KvNode(options),
     })
 }
 
@@ -76,9 +83,10 @@ fn main() -> ExitCode {
         }
         Job::Bench(Run::Oltp(options)) => oltp::run(&options),
         Job::Bench(Run::Engine(options, engine)) => engine(&options),
-        Job::Bench(Run::Raft(options)) => raft::cluster::run(&options),
+        Job::Bench(Run::Raft(options)) => raft::sweep::run(&options),
         Job::ReadBack(options) => log::read_back::run(&options),
         Job::RaftStore(options) => raft::alone::run(&options),
+        Job::KvNode(options) => raft::processes::kv_node(options),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -17,7 +17,7 @@ use crate::log::options::LogOptions;
 use crate::log::registry::SystemKind;
 use crate::oltp::options::{OltpOptions, OltpWorkload, DEFAULT_LOG_CAPACITY};
 use crate::raft::cluster::ClusterOptions;
-use crate::raft::OpenraftLine;
+use crate::raft::{OpenraftLine, Placement};
 use crate::scenario::Scenario;
 
 /// The durability each commit waits for (innodb_flush_log_at_trx_commit).
@@ -94,6 +94,12 @@ pub struct BenchOptions {
     /// the core awaits each append's flush; 0.10: it does not).
     #[arg(long, value_delimiter = ',', default_value = "0.9,0.10")]
     pub openraft: Vec<OpenraftLine>,
+    /// With `--workload raft`: where the three nodes run — `in-process` (one
+    /// process, an in-memory network) and `processes` (one `redolog-kv`
+    /// node process each, HTTP on loopback, the clients over HTTP too;
+    /// openraft 0.10, redolog-raft and rocksdb-raft only).
+    #[arg(long, value_delimiter = ',', default_value = "in-process")]
+    pub placement: Vec<Placement>,
     /// With `--workload oltp_*`: tables (sysbench's `--tables`).
     #[arg(long, default_value_t = 8)]
     pub tables: usize,
@@ -210,6 +216,7 @@ const TAKEN_BY: &[(&str, &[Taker])] = &[
     ("plot", &[Taker::Log, Taker::Oltp]),
     ("stores", &[Taker::Raft]),
     ("openraft", &[Taker::Raft]),
+    ("placement", &[Taker::Raft]),
     ("tables", &[Taker::Oltp]),
     ("table_size", &[Taker::Oltp]),
     ("flush_log_at_trx_commit", &[Taker::Oltp]),
@@ -260,6 +267,7 @@ impl BenchOptions {
                 run: self.run_options(),
                 stores: self.stores.clone(),
                 lines: self.openraft.clone(),
+                placements: self.placement.clone(),
                 record_bytes: self.record_bytes,
             }),
             // The engine scenarios pick their own workload.

@@ -30,8 +30,10 @@ openraft::declare_raft_types!(
 /// writes, its place in the client's session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Command {
+    /// The write: `{"op": "set" | "delete" | "cas", …}` in JSON.
     #[serde(flatten)]
     pub request: Request,
+    /// `{"client": …, "seq": …}`: absent for a client that does not retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<Session>,
 }
@@ -43,7 +45,9 @@ pub struct Command {
 /// the retry gets the first application's answer instead of applying twice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
+    /// The client's id, unique among the service's clients.
     pub client: u64,
+    /// The write's number in the client's session.
     pub seq: u64,
 }
 
@@ -83,7 +87,10 @@ impl std::fmt::Display for Request {
 /// not).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Response {
+    /// The key's value before the write.
     pub previous: Option<String>,
+    /// Whether the write changed the map (a compare-and-set whose
+    /// expectation failed did not).
     pub applied: bool,
     /// The answer of the session's earlier application of this write: this
     /// copy changed nothing.

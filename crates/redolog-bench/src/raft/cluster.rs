@@ -1,4 +1,5 @@
-//! `redolog-bench bench --workload raft`: N client tasks write through the leader of
+//! `redolog-bench bench --workload raft`, `--placement in-process` (the sweep
+//! and its table are `sweep`'s): N client tasks write through the leader of
 //! a three-node openraft cluster in this process (redolog-raft's in-process
 //! network and key-value state machine), each node's log store in its own
 //! directory on `--device`. The stores: `redolog-raft` and, built with
@@ -27,10 +28,9 @@ use std::time::{Duration, Instant};
 
 use openraft::storage::RaftLogStorage;
 
-use super::stores::{self, with_store, with_store_0_10, OnStore, OnStore010, Point, Summary};
-use super::{openraft010, OpenraftLine, RaftTypes, RaftTypes010};
+use super::stores::{with_store, with_store_0_10, OnStore, OnStore010, Point};
+use super::{openraft010, OpenraftLine, Placement, RaftTypes, RaftTypes010};
 use crate::harness::machine::process_cpu_time;
-use crate::harness::rounds::interleave;
 use crate::harness::run::RunOptions;
 use crate::harness::stats::new_histogram;
 use crate::harness::{sync_hook, BoxError};
@@ -43,6 +43,8 @@ pub struct ClusterOptions {
     pub stores: Vec<String>,
     /// The openraft lines to run each store on.
     pub lines: Vec<OpenraftLine>,
+    /// Where the nodes run: in this process, or a process each.
+    pub placements: Vec<Placement>,
     /// Payload bytes per write.
     pub record_bytes: usize,
 }
@@ -178,7 +180,12 @@ cluster_point!(
 /// acknowledged) for `--time` seconds; the point they measured.
 /// `leader` is the leader's store directory, whose fdatasyncs the point
 /// counts apart.
-async fn drive<W, R>(clients: usize, options: &ClusterOptions, leader: &Path, write: W) -> Result<Point, BoxError>
+pub(super) async fn drive<W, R>(
+    clients: usize,
+    options: &ClusterOptions,
+    leader: &Path,
+    write: W,
+) -> Result<Point, BoxError>
 where
     W: Fn(String) -> R + Clone + Send + 'static,
     R: Future<Output = bool> + Send,
@@ -229,73 +236,20 @@ where
     Ok(point)
 }
 
-/// Runs the cluster benchmark at each `--threads` count (clients) and prints
-/// the table.
-pub fn run(options: &ClusterOptions) -> Result<(), BoxError> {
-    let run = &options.run;
-    let workdir = run.device.work_dir(run.dir.as_deref(), "redolog-bench-raft-")?;
-    println!(
-        "redolog-bench bench --workload raft: 3 nodes in one process, {} on device {}, {}-byte payloads",
-        workdir.path().display(),
-        run.device,
-        options.record_bytes
-    );
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let names = stores::chosen(&options.stores)?;
-    let systems: Vec<(OpenraftLine, &'static str)> =
-        options.lines.iter().flat_map(|&line| names.iter().map(move |&name| (line, name))).collect();
-    let measured = interleave(
-        run.rounds,
-        &run.threads,
-        &systems,
-        |_, _| true,
-        |visit| {
-            let ((line, name), clients, round) = (*visit.system, visit.count, visit.round);
-            let dir = workdir.path().join(format!("{name}-{line}-{clients}-{round}"));
-            let point = ClusterPoint { dir: &dir, clients, options };
-            // Room for openraft's default snapshot interval many times over.
-            let measured = match line {
-                OpenraftLine::V0_9 => runtime.block_on(with_store(name, 64 << 20, point))?,
-                OpenraftLine::V0_10 => runtime.block_on(with_store_0_10(name, 64 << 20, point))?,
-            };
-            std::fs::remove_dir_all(&dir)?;
-            if run.report_interval > 0 {
-                println!(
-                    "[ round {} ] {name} on openraft {line}, {clients} clients: {:.0} writes/s",
-                    round + 1,
-                    measured.calls as f64 / measured.elapsed.as_secs_f64()
-                );
-            }
-            Ok(measured)
-        },
-    )?;
-    println!(
-        "\n{:<16} {:>8} {:>8} {:>12} {:>9} {:>9} {:>13} {:>12} {:>13} {:>7}",
-        "store",
-        "openraft",
-        "clients",
-        "writes/s",
-        "p50 µs",
-        "p99 µs",
-        "cpu µs/write",
-        "fsync/write",
-        "leader fsync/w",
-        "failed"
-    );
-    for (clients, (line, name), summary) in Summary::table(&measured, &run.threads, &systems) {
-        println!(
-            "{:<16} {:>8} {:>8} {:>12.0} {:>9} {:>9} {:>13.1} {:>12.3} {:>13.3} {:>7}",
-            name,
-            line.to_string(),
-            clients,
-            summary.calls_per_sec,
-            summary.p50_us,
-            summary.p99_us,
-            summary.cpu_us_per_entry,
-            summary.fsyncs_per_call,
-            summary.store_fsyncs_per_call,
-            summary.failed,
-        );
+/// One in-process point on openraft `line`: a fresh cluster on the store
+/// `name` in `dir`, `clients` client tasks.
+pub fn in_process_point(
+    runtime: &tokio::runtime::Runtime,
+    line: OpenraftLine,
+    name: &str,
+    dir: &Path,
+    clients: usize,
+    options: &ClusterOptions,
+) -> Result<Point, BoxError> {
+    let point = ClusterPoint { dir, clients, options };
+    // Room for openraft's default snapshot interval many times over.
+    match line {
+        OpenraftLine::V0_9 => runtime.block_on(with_store(name, 64 << 20, point)),
+        OpenraftLine::V0_10 => runtime.block_on(with_store_0_10(name, 64 << 20, point)),
     }
-    Ok(())
 }

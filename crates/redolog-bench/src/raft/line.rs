@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::io;
+use std::marker::PhantomData;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -67,37 +68,53 @@ impl Line for V0_9 {
     }
 }
 
-/// openraft 0.10 for [`RaftTypes010`].
+/// openraft 0.10 for the type config `C`: the in-process cluster's
+/// ([`RaftTypes010`], the default) or the key-value node's
+/// (`redolog_kv::TypeConfig`, which `redolog-bench kv-node` runs on).
 #[derive(Debug, Default, PartialEq, Eq, Clone)]
-pub struct V0_10;
+pub struct V0_10<C = RaftTypes010>(PhantomData<C>);
 
-impl Line for V0_10 {
-    type LogId = openraft010::alias::LogIdOf<RaftTypes010>;
-    type Payload = openraft010::alias::EntryPayloadOf<RaftTypes010>;
-    type Vote = openraft010::alias::VoteOf<RaftTypes010>;
-    type Entry = openraft010::alias::EntryOf<RaftTypes010>;
-    type Flushed = openraft010::storage::IOFlushed<RaftTypes010>;
+/// `Line` for `V0_10<$types>`; `$bytes` measures a normal entry's payload.
+macro_rules! line_0_10 {
+    ($types:ty, $bytes:expr) => {
+        impl Line for V0_10<$types> {
+            type LogId = openraft010::alias::LogIdOf<$types>;
+            type Payload = openraft010::alias::EntryPayloadOf<$types>;
+            type Vote = openraft010::alias::VoteOf<$types>;
+            type Entry = openraft010::alias::EntryOf<$types>;
+            type Flushed = openraft010::storage::IOFlushed<$types>;
 
-    fn index(log_id: &Self::LogId) -> u64 {
-        log_id.index
-    }
+            fn index(log_id: &Self::LogId) -> u64 {
+                log_id.index
+            }
 
-    fn split(entry: Self::Entry) -> (Self::LogId, Self::Payload) {
-        (entry.log_id, entry.payload)
-    }
+            fn split(entry: Self::Entry) -> (Self::LogId, Self::Payload) {
+                (entry.log_id, entry.payload)
+            }
 
-    fn join(log_id: Self::LogId, payload: Self::Payload) -> Self::Entry {
-        openraft010::Entry { log_id, payload }
-    }
+            fn join(log_id: Self::LogId, payload: Self::Payload) -> Self::Entry {
+                openraft010::Entry { log_id, payload }
+            }
 
-    fn payload_size(payload: &Self::Payload) -> u64 {
-        match payload {
-            openraft010::EntryPayload::Normal(data) => data.len() as u64,
-            _ => 64,
+            fn payload_size(payload: &Self::Payload) -> u64 {
+                match payload {
+                    openraft010::EntryPayload::Normal(data) => $bytes(data),
+                    _ => 64,
+                }
+            }
+
+            fn completed(flushed: Self::Flushed, result: io::Result<()>) {
+                flushed.io_completed(result);
+            }
         }
-    }
-
-    fn completed(flushed: Self::Flushed, result: io::Result<()>) {
-        flushed.io_completed(result);
-    }
+    };
 }
+
+line_0_10!(RaftTypes010, |data: &String| data.len() as u64);
+line_0_10!(redolog_kv::TypeConfig, |command: &redolog_kv::Command| match &command.request {
+    redolog_kv::Request::Set { key, value } => (key.len() + value.len()) as u64,
+    redolog_kv::Request::Delete { key } => key.len() as u64,
+    redolog_kv::Request::Cas { key, expected, new } => {
+        (key.len() + expected.as_ref().map_or(0, String::len) + new.len()) as u64
+    }
+});

@@ -13,11 +13,13 @@ pub mod alone;
 pub mod cluster;
 #[cfg(feature = "peers")]
 pub mod line;
+pub mod processes;
 #[cfg(feature = "peers")]
 pub mod raft_log;
 #[cfg(feature = "peers")]
 pub mod rocksdb;
 pub mod stores;
+pub mod sweep;
 
 /// The benchmarks' openraft 0.9 types: redolog-raft's in-process cluster's
 /// (string commands and responses, `u64` node ids, openraft's defaults
@@ -56,6 +58,37 @@ impl FromStr for OpenraftLine {
             "0.9" => Ok(OpenraftLine::V0_9),
             "0.10" => Ok(OpenraftLine::V0_10),
             other => Err(format!("openraft line {other}: this build has 0.9 and 0.10")),
+        }
+    }
+}
+
+/// Where the cluster benchmark's three nodes run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// In this process, over redolog-raft's in-memory network.
+    InProcess,
+    /// One `redolog-bench kv-node` process each (redolog-kv's node), over
+    /// HTTP on loopback.
+    Processes,
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Placement::InProcess => "in-process",
+            Placement::Processes => "processes",
+        })
+    }
+}
+
+impl FromStr for Placement {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "in-process" => Ok(Placement::InProcess),
+            "processes" => Ok(Placement::Processes),
+            other => Err(format!("placement {other}: expected in-process or processes")),
         }
     }
 }

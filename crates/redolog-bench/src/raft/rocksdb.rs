@@ -194,70 +194,80 @@ mod on_0_9 {
     }
 }
 
-/// The openraft 0.10 traits.
-mod on_0_10 {
-    use openraft010::alias::{EntryOf, LogIdOf, VoteOf};
-    use openraft010::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
-    use openraft010::OptionalSend;
+/// The openraft 0.10 traits, for the type config `$types`: the in-process
+/// cluster's and the key-value node's (`redolog-bench kv-node`).
+macro_rules! on_0_10 {
+    ($types:ty) => {
+        impl openraft010::storage::RaftLogReader<$types> for RocksDbLogStore<V0_10<$types>> {
+            async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + openraft010::OptionalSend>(
+                &mut self,
+                range: RB,
+            ) -> io::Result<Vec<openraft010::alias::EntryOf<$types>>> {
+                self.entries(range)
+            }
 
-    use super::*;
-
-    impl RaftLogReader<RaftTypes010> for RocksDbLogStore<V0_10> {
-        async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
-            &mut self,
-            range: RB,
-        ) -> io::Result<Vec<EntryOf<RaftTypes010>>> {
-            self.entries(range)
+            async fn read_vote(&mut self) -> io::Result<Option<openraft010::alias::VoteOf<$types>>> {
+                self.get(b"v")
+            }
         }
 
-        async fn read_vote(&mut self) -> io::Result<Option<VoteOf<RaftTypes010>>> {
-            self.get(b"v")
-        }
-    }
+        impl openraft010::storage::RaftLogStorage<$types> for RocksDbLogStore<V0_10<$types>> {
+            type LogReader = Self;
 
-    impl RaftLogStorage<RaftTypes010> for RocksDbLogStore<V0_10> {
-        type LogReader = Self;
+            async fn get_log_state(&mut self) -> io::Result<openraft010::storage::LogState<$types>> {
+                let (last_purged_log_id, last_log_id) = self.log_state()?;
+                Ok(openraft010::storage::LogState { last_purged_log_id, last_log_id })
+            }
 
-        async fn get_log_state(&mut self) -> io::Result<LogState<RaftTypes010>> {
-            let (last_purged_log_id, last_log_id) = self.log_state()?;
-            Ok(LogState { last_purged_log_id, last_log_id })
-        }
+            async fn get_log_reader(&mut self) -> Self {
+                self.clone()
+            }
 
-        async fn get_log_reader(&mut self) -> Self {
-            self.clone()
-        }
+            async fn save_vote(&mut self, vote: &openraft010::alias::VoteOf<$types>) -> io::Result<()> {
+                self.put_synced(b"v", vote)
+            }
 
-        async fn save_vote(&mut self, vote: &VoteOf<RaftTypes010>) -> io::Result<()> {
-            self.put_synced(b"v", vote)
-        }
+            async fn save_committed(
+                &mut self,
+                committed: Option<openraft010::alias::LogIdOf<$types>>,
+            ) -> io::Result<()> {
+                self.put_synced(b"c", &committed)
+            }
 
-        async fn save_committed(&mut self, committed: Option<LogIdOf<RaftTypes010>>) -> io::Result<()> {
-            self.put_synced(b"c", &committed)
-        }
+            async fn read_committed(&mut self) -> io::Result<Option<openraft010::alias::LogIdOf<$types>>> {
+                self.committed()
+            }
 
-        async fn read_committed(&mut self) -> io::Result<Option<LogIdOf<RaftTypes010>>> {
-            self.committed()
-        }
+            async fn append<I>(
+                &mut self,
+                entries: I,
+                callback: openraft010::storage::IOFlushed<$types>,
+            ) -> io::Result<()>
+            where
+                I: IntoIterator<Item = openraft010::alias::EntryOf<$types>> + openraft010::OptionalSend,
+                I::IntoIter: openraft010::OptionalSend,
+            {
+                self.write_entries(entries)?;
+                // As openraft's example: the entries are readable now; the
+                // flush and the callback run on a thread of their own.
+                let db = self.db.clone();
+                std::thread::spawn(move || callback.io_completed(db.flush_wal(true).map_err(io::Error::other)));
+                Ok(())
+            }
 
-        async fn append<I>(&mut self, entries: I, callback: IOFlushed<RaftTypes010>) -> io::Result<()>
-        where
-            I: IntoIterator<Item = EntryOf<RaftTypes010>> + OptionalSend,
-            I::IntoIter: OptionalSend,
-        {
-            self.write_entries(entries)?;
-            // As openraft's example: the entries are readable now; the flush
-            // and the callback run on a thread of their own.
-            let db = self.db.clone();
-            std::thread::spawn(move || callback.io_completed(db.flush_wal(true).map_err(io::Error::other)));
-            Ok(())
-        }
+            async fn truncate_after(
+                &mut self,
+                last_log_id: Option<openraft010::alias::LogIdOf<$types>>,
+            ) -> io::Result<()> {
+                RocksDbLogStore::truncate(self, last_log_id.map_or(0, |log_id| log_id.index + 1))
+            }
 
-        async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<RaftTypes010>>) -> io::Result<()> {
-            RocksDbLogStore::truncate(self, last_log_id.map_or(0, |log_id| log_id.index + 1))
+            async fn purge(&mut self, log_id: openraft010::alias::LogIdOf<$types>) -> io::Result<()> {
+                RocksDbLogStore::purge(self, &log_id)
+            }
         }
-
-        async fn purge(&mut self, log_id: LogIdOf<RaftTypes010>) -> io::Result<()> {
-            RocksDbLogStore::purge(self, &log_id)
-        }
-    }
+    };
 }
+
+on_0_10!(RaftTypes010);
+on_0_10!(redolog_kv::TypeConfig);

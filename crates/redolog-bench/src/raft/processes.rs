@@ -1,0 +1,186 @@
+//! `--workload raft --placement processes`: the cluster point of `cluster`,
+//! but each of the three nodes a process of its own — this binary's hidden
+//! `kv-node` command, which runs redolog-kv's node (its HTTP network, its
+//! key-value machine with snapshots, openraft 0.10) on the store named, with
+//! the device's fdatasync latency in that process — and the clients in this
+//! process, writing through the leader over HTTP on loopback, one write
+//! outstanding each. The CPU per write adds the three node processes' CPU
+//! time over the timed part to this process's; their fdatasyncs are theirs
+//! and are not counted here.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::cluster::{drive, ClusterOptions};
+use super::stores::Point;
+use crate::harness::device::Device;
+use crate::harness::BoxError;
+
+/// Nodes in the cluster.
+const NODES: u64 = 3;
+
+/// `redolog-bench kv-node`: one node of redolog-kv's replicated key-value
+/// service on a log store of this build, with a device profile: what
+/// `--placement processes` starts three of.
+#[derive(Debug, clap::Args)]
+pub struct KvNodeOptions {
+    #[command(flatten)]
+    node: redolog_kv::Options,
+    /// The log store: redolog-raft, or rocksdb-raft (`--features peers`).
+    #[arg(long, default_value = "redolog-raft")]
+    store: String,
+    /// The device profile: `sim:<latency>` makes this process's fdatasyncs
+    /// take that long.
+    #[arg(long, default_value = "tmpfs")]
+    device: Device,
+}
+
+/// The stores a node process can run on in this build.
+pub fn stores() -> Vec<&'static str> {
+    let mut stores = vec!["redolog-raft"];
+    if cfg!(feature = "peers") {
+        stores.push("rocksdb-raft");
+    }
+    stores
+}
+
+/// Runs one node until the process is killed.
+pub fn kv_node(options: KvNodeOptions) -> Result<(), BoxError> {
+    options.device.install();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let KvNodeOptions { node, store, .. } = options;
+    runtime.block_on(async move {
+        match store.as_str() {
+            "redolog-raft" => {
+                let store = redolog_kv::open_store(&node)?;
+                redolog_kv::serve(node, store).await
+            }
+            #[cfg(feature = "peers")]
+            "rocksdb-raft" => {
+                type Store = super::rocksdb::RocksDbLogStore<super::line::V0_10<redolog_kv::TypeConfig>>;
+                let store = Store::open(&node.dir.join("rocksdb"))?;
+                redolog_kv::serve(node, store).await
+            }
+            other => Err(format!("kv-node --store {other}: this build has {}", stores().join(", ")).into()),
+        }
+    })
+}
+
+/// The node processes of one point: killed when dropped, on every path.
+struct Nodes(Vec<Child>);
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Nodes {
+    /// The CPU time (user and system) the node processes have used.
+    fn cpu(&self) -> Result<Duration, BoxError> {
+        self.0.iter().map(|child| process_cpu(child.id())).sum()
+    }
+}
+
+/// A process's CPU time from /proc/<pid>/stat (utime and stime, fields 14
+/// and 15, counted after the command name, which may hold spaces).
+fn process_cpu(pid: u32) -> Result<Duration, BoxError> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let (_, fields) = stat.rsplit_once(')').ok_or_else(|| format!("/proc/{pid}/stat: no command name"))?;
+    let fields: Vec<&str> = fields.split_whitespace().collect();
+    let ticks = |at: usize| -> Result<u64, BoxError> {
+        Ok(fields.get(at).ok_or_else(|| format!("/proc/{pid}/stat: {} fields", fields.len()))?.parse()?)
+    };
+    // fields[0] is field 3 (the state).
+    let used = ticks(11)? + ticks(12)?;
+    Ok(Duration::from_nanos(used * 1_000_000_000 / rustix::param::clock_ticks_per_second()))
+}
+
+/// A free port on loopback (bound, read, released).
+fn free_address() -> Result<SocketAddr, BoxError> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+/// Waits until `addr` accepts connections (30 s at most).
+async fn serving(addr: SocketAddr) -> Result<(), BoxError> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        if Instant::now() > deadline {
+            return Err(format!("the node on {addr} did not serve within 30 s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// The node that leads and takes writes: a warm-up write, sent to node 1 and
+/// on to the leader each "not leader" answer names (20 s at most).
+async fn leader(http: &reqwest::Client, addrs: &BTreeMap<u64, SocketAddr>) -> Result<u64, BoxError> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut at = 1;
+    while Instant::now() < deadline {
+        let body = json!({"op": "set", "key": "warm-up", "value": "1"});
+        if let Ok(response) = http.post(format!("http://{}/api/write", addrs[&at])).json(&body).send().await {
+            if response.status().is_success() {
+                return Ok(at);
+            }
+            let answer: Value = response.json().await.unwrap_or_default();
+            if let Some(leader) = answer["leader"]["id"].as_u64().filter(|id| addrs.contains_key(id)) {
+                at = leader;
+                continue;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err("no node took a write within 20 s".into())
+}
+
+/// One point: three node processes on `store` in `dir`, `clients` client
+/// tasks writing through the leader for `--time` seconds.
+pub async fn point(store: &str, dir: &Path, clients: usize, options: &ClusterOptions) -> Result<Point, BoxError> {
+    let exe = std::env::current_exe()?;
+    let addrs: BTreeMap<u64, SocketAddr> =
+        (1..=NODES).map(|id| Ok((id, free_address()?))).collect::<Result<_, BoxError>>()?;
+    let mut nodes = Nodes(Vec::new());
+    for (id, addr) in &addrs {
+        let node_dir = dir.join(format!("node-{id}"));
+        let child = Command::new(&exe)
+            .args(["kv-node", "--store", store, "--device", &options.run.device.to_string()])
+            .args([format!("--id={id}"), format!("--listen={addr}"), format!("--dir={}", node_dir.display())])
+            .stdout(Stdio::null())
+            .spawn()?;
+        nodes.0.push(child);
+    }
+    for addr in addrs.values() {
+        serving(*addr).await?;
+    }
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
+    let members: BTreeMap<String, String> = addrs.iter().map(|(id, addr)| (id.to_string(), addr.to_string())).collect();
+    let init =
+        http.post(format!("http://{}/cluster/init", addrs[&1])).json(&json!({"members": members})).send().await?;
+    if !init.status().is_success() {
+        return Err(format!("init: {}", init.text().await.unwrap_or_default()).into());
+    }
+    let leader = leader(&http, &addrs).await?;
+    let url = format!("http://{}/api/write", addrs[&leader]);
+    let cpu = nodes.cpu()?;
+    let mut point = drive(clients, options, &dir.join(format!("node-{leader}")), move |command: String| {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            let (key, value) = command.split_once('=').unwrap_or((&command, ""));
+            let body = json!({"op": "set", "key": key, "value": value});
+            matches!(http.post(url).json(&body).send().await, Ok(response) if response.status().is_success())
+        }
+    })
+    .await?;
+    point.cpu += nodes.cpu()? - cpu;
+    Ok(point)
+}

@@ -1,0 +1,148 @@
+//! `redolog-kv`: one node of a replicated key-value service: an openraft 0.10 node on a
+//! redolog log store, talking to the other nodes and to its clients over
+//! HTTP. Start one process per node, then form the cluster through any of
+//! them:
+//!
+//! ```sh
+//! cargo run --release -p redolog-kv -- --id 1 --listen 127.0.0.1:21001 --dir node-1
+//! cargo run --release -p redolog-kv -- --id 2 --listen 127.0.0.1:21002 --dir node-2
+//! cargo run --release -p redolog-kv -- --id 3 --listen 127.0.0.1:21003 --dir node-3
+//! curl -s 127.0.0.1:21001/cluster/init -H 'content-type: application/json' \
+//!     -d '{"members": {"1": "127.0.0.1:21001", "2": "127.0.0.1:21002", "3": "127.0.0.1:21003"}}'
+//! curl -s 127.0.0.1:21001/api/write -H 'content-type: application/json' -d '{"op": "set", "key": "a", "value": "1"}'
+//! curl -s '127.0.0.1:21001/api/read?key=a'
+//! ```
+//!
+//! `scripts/test-cluster.sh` does this and more: it kills the leader and
+//! checks that the cluster elects another and that every node converges.
+//! The routes are in `api.rs`; the Raft network in `network.rs`; the state
+//! machine, with its client sessions and its snapshots on disk, in
+//! `machine.rs` (docs/RAFT.md, "A cluster of processes").
+//!
+//! The library is the binary's body, so a program that brings its own log
+//! store — `redolog-bench`, comparing stores across processes — runs the
+//! same node: [`serve`] takes any openraft 0.10 log store for
+//! [`TypeConfig`]; [`open_store`] opens the one the binary uses.
+
+mod api;
+mod machine;
+mod network;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use redolog_raft::openraft_0_10::{openraft, RedologLogStore};
+
+use api::Node;
+use machine::Machine;
+pub use machine::{Command, Request, Response, Session, TypeConfig};
+
+/// A node's settings: the `redolog-kv` binary's flags.
+///
+/// ```
+/// use clap::Parser;
+///
+/// #[derive(Parser)]
+/// struct Cli {
+///     #[command(flatten)]
+///     node: redolog_kv::Options,
+/// }
+///
+/// let cli = Cli::parse_from(["node", "--id", "1", "--listen", "127.0.0.1:0", "--dir", "node-1"]);
+/// assert_eq!(cli.node.id, 1);
+/// assert_eq!(cli.node.snapshot_every, 5000);
+/// ```
+#[derive(clap::Args, Clone, Debug)]
+pub struct Options {
+    /// This node's id (a positive integer, unique in the cluster).
+    #[arg(long)]
+    pub id: u64,
+    /// Where to serve the other nodes and the clients (port 0: any free
+    /// port; the node prints the one it got).
+    #[arg(long)]
+    pub listen: String,
+    /// The node's directory: its redolog log (`raft-log/`) and its state
+    /// machine's snapshot.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// The log's capacity in MiB: room for the entries between two
+    /// snapshots.
+    #[arg(long, default_value_t = 64)]
+    pub log_mib: u64,
+    /// Take a snapshot (and purge the log behind it) every this many
+    /// entries.
+    #[arg(long, default_value_t = 5000)]
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind a snapshot (openraft's
+    /// `max_in_snapshot_log_to_keep`): a follower further behind catches up
+    /// by the snapshot.
+    #[arg(long, default_value_t = 1000)]
+    pub keep_logs: u64,
+    /// `ID=HOST:PORT`: send Raft's RPCs for node ID there instead of its
+    /// address in the membership (a proxy that a fault test can cut).
+    /// Repeatable.
+    #[arg(long = "route", value_parser = parse_route)]
+    pub routes: Vec<(u64, String)>,
+    /// Test only, unsafe: answer `/api/read` from this node's machine
+    /// without openraft's read index — stale reads, the fault test's
+    /// negative control.
+    #[arg(long, hide = true)]
+    pub unsafe_reads: bool,
+}
+
+fn parse_route(text: &str) -> Result<(u64, String), String> {
+    let (id, addr) = text.split_once('=').ok_or_else(|| format!("--route {text}: expected ID=HOST:PORT"))?;
+    let id = id.parse().map_err(|error| format!("--route {text}: node id {id:?}: {error}"))?;
+    Ok((id, addr.to_string()))
+}
+
+/// What can stop a node: its store, its snapshot directory, its address.
+pub type Failure = Box<dyn std::error::Error + Send + Sync>;
+
+/// Opens the node's redolog-raft log store in `<dir>/raft-log`, of
+/// `--log-mib` capacity: the store the `redolog-kv` binary runs on.
+///
+/// ```no_run
+/// # async fn run(options: redolog_kv::Options) -> Result<(), redolog_kv::Failure> {
+/// let store = redolog_kv::open_store(&options)?;
+/// redolog_kv::serve(options, store).await
+/// # }
+/// ```
+pub fn open_store(options: &Options) -> Result<RedologLogStore<TypeConfig>, Failure> {
+    let config = redolog::Config { capacity_bytes: options.log_mib << 20, ..redolog::Config::default() };
+    Ok(RedologLogStore::<TypeConfig>::open(options.dir.join("raft-log"), config)?)
+}
+
+/// Runs the node on `store` until the process ends: its state machine from
+/// `<dir>/state` (its snapshot), Raft's RPCs and the client API served on
+/// `--listen`, which it prints once bound (`node 1 listening on …`).
+///
+/// ```no_run
+/// # async fn run(options: redolog_kv::Options) -> Result<(), redolog_kv::Failure> {
+/// let store = redolog_kv::open_store(&options)?;
+/// redolog_kv::serve(options, store).await
+/// # }
+/// ```
+pub async fn serve<S>(options: Options, store: S) -> Result<(), Failure>
+where
+    S: openraft::storage::RaftLogStorage<TypeConfig>,
+{
+    let config = openraft::Config {
+        cluster_name: "redolog-kv".into(),
+        heartbeat_interval: 100,
+        election_timeout_min: 500,
+        election_timeout_max: 1000,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(options.snapshot_every),
+        max_in_snapshot_log_to_keep: options.keep_logs,
+        ..openraft::Config::default()
+    };
+    let config = Arc::new(config.validate()?);
+    let machine = Machine::open(&options.dir.join("state"))?;
+    let network = network::Network::with_routes(options.routes.into_iter().collect());
+    let raft = Node::new(options.id, config, network, store, machine.clone()).await?;
+    let listener = tokio::net::TcpListener::bind(&options.listen).await?;
+    println!("node {} listening on {}", options.id, listener.local_addr()?);
+    let app = api::App { id: options.id, raft, machine, unsafe_reads: options.unsafe_reads };
+    axum::serve(listener, api::routes(app)).await?;
+    Ok(())
+}
