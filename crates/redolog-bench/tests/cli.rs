@@ -181,14 +181,59 @@ fn bench_raft_writes_through_a_three_node_cluster() {
     for line in ["0.9", "0.10"] {
         let row = stdout
             .lines()
-            .find(|row| row.split_whitespace().take(3).eq(["redolog-raft", line, "4"]))
+            .find(|row| row.split_whitespace().take(4).eq(["redolog-raft", line, "in-process", "4"]))
             .unwrap_or_else(|| panic!("no redolog-raft row on openraft {line}\n{stdout}"));
         let columns: Vec<&str> = row.split_whitespace().collect();
-        let writes_per_s: f64 = columns[3].parse().expect("writes/s");
+        let writes_per_s: f64 = columns[4].parse().expect("writes/s");
         assert!(writes_per_s > 0.0, "{row}");
-        let (all, leader): (f64, f64) = (columns[7].parse().expect("fsync/write"), columns[8].parse().expect("leader"));
+        let (all, leader): (f64, f64) = (columns[8].parse().expect("fsync/write"), columns[9].parse().expect("leader"));
         assert!(leader > 0.0 && leader <= all, "{row}");
         assert_eq!(columns.last(), Some(&"0"), "failed writes: {row}");
+    }
+}
+
+/// `--placement processes`: three `redolog-bench kv-node` processes
+/// (redolog-kv's node) form a cluster over HTTP and take every write; the
+/// CPU per write counts the node processes too, and no node outlives the
+/// run.
+#[test]
+fn bench_raft_runs_a_cluster_of_node_processes() {
+    let stdout = bench(&[
+        "--workload",
+        "raft",
+        "--openraft",
+        "0.10",
+        "--placement",
+        "processes",
+        "--stores",
+        "redolog-raft",
+        "--tasks",
+        "4",
+        "--time",
+        "0.5",
+        "--device",
+        "tmpfs",
+    ]);
+    let row = stdout
+        .lines()
+        .find(|row| row.split_whitespace().take(4).eq(["redolog-raft", "0.10", "processes", "4"]))
+        .unwrap_or_else(|| panic!("no row for the node processes\n{stdout}"));
+    let columns: Vec<&str> = row.split_whitespace().collect();
+    let writes_per_s: f64 = columns[4].parse().expect("writes/s");
+    assert!(writes_per_s > 0.0, "{row}");
+    let cpu_per_write: f64 = columns[7].parse().expect("cpu µs/write");
+    assert!(cpu_per_write > 0.0, "{row}");
+    assert_eq!(columns[8], "-", "fdatasyncs of other processes are not counted: {row}");
+    assert_eq!(columns.last(), Some(&"0"), "failed writes: {row}");
+    // The nodes' directories are under the run's work directory, which the
+    // first line names: no process may still have it on its command line.
+    let workdir = stdout
+        .split_whitespace()
+        .find(|word| word.contains("redolog-bench-raft-"))
+        .unwrap_or_else(|| panic!("no work directory in\n{stdout}"))
+        .trim_end_matches(',');
+    if let Ok(nodes) = std::process::Command::new("pgrep").args(["-f", workdir]).output() {
+        assert!(text(&nodes.stdout).trim().is_empty(), "node processes left running: {}", text(&nodes.stdout));
     }
 }
 

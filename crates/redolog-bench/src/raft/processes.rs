@@ -84,9 +84,9 @@ impl Drop for Nodes {
 }
 
 impl Nodes {
-    /// The CPU time (user and system) the node processes have used.
-    fn cpu(&self) -> Result<Duration, BoxError> {
-        self.0.iter().map(|child| process_cpu(child.id())).sum()
+    /// The CPU time (user and system) each node process has used, by id.
+    fn cpu(&self) -> Result<Vec<Duration>, BoxError> {
+        self.0.iter().map(|child| process_cpu(child.id())).collect()
     }
 }
 
@@ -171,7 +171,7 @@ pub async fn point(store: &str, dir: &Path, clients: usize, options: &ClusterOpt
     }
     let leader = leader(&http, &addrs).await?;
     let url = format!("http://{}/api/write", addrs[&leader]);
-    let cpu = nodes.cpu()?;
+    let before = nodes.cpu()?;
     let mut point = drive(clients, options, &dir.join(format!("node-{leader}")), move |command: String| {
         let (http, url) = (http.clone(), url.clone());
         async move {
@@ -181,6 +181,19 @@ pub async fn point(store: &str, dir: &Path, clients: usize, options: &ClusterOpt
         }
     })
     .await?;
-    point.cpu += nodes.cpu()? - cpu;
+    let used: Vec<Duration> = nodes.cpu()?.into_iter().zip(before).map(|(after, before)| after - before).collect();
+    if options.run.report_interval > 0 {
+        // Where the CPU went: the clients' process (`point.cpu` so far), the
+        // leader's, the followers'.
+        let per_write = |cpu: Duration| cpu.as_secs_f64() * 1e6 / point.calls.max(1) as f64;
+        let followers: Duration = (1..=NODES).zip(&used).filter(|(id, _)| *id != leader).map(|(_, cpu)| *cpu).sum();
+        println!(
+            "  CPU µs per write: clients {:.1}, leader {:.1}, followers {:.1}",
+            per_write(point.cpu),
+            per_write(used[(leader - 1) as usize]),
+            per_write(followers)
+        );
+    }
+    point.cpu += used.iter().sum::<Duration>();
     Ok(point)
 }
