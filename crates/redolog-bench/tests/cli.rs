@@ -232,9 +232,7 @@ fn bench_raft_runs_a_cluster_of_node_processes() {
         .find(|word| word.contains("redolog-bench-raft-"))
         .unwrap_or_else(|| panic!("no work directory in\n{stdout}"))
         .trim_end_matches(',');
-    if let Ok(nodes) = std::process::Command::new("pgrep").args(["-f", workdir]).output() {
-        assert!(text(&nodes.stdout).trim().is_empty(), "node processes left running: {}", text(&nodes.stdout));
-    }
+    assert!(!running(workdir), "node processes left running");
 }
 
 /// Options that mean nothing to a workload are refused, not ignored.
@@ -321,4 +319,50 @@ fn bench_runs_the_engine_scenarios() {
             .unwrap_or_else(|| panic!("no story line for {system}\n{stdout}"));
         assert!(line.contains("lost wake-ups 0"), "{line}");
     }
+}
+
+/// Whether any process has `needle` on its command line (false where
+/// `pgrep` is missing).
+fn running(needle: &str) -> bool {
+    Command::new("pgrep").args(["-f", needle]).output().is_ok_and(|found| !text(&found.stdout).trim().is_empty())
+}
+
+/// A benchmark killed with SIGKILL mid-point takes its node processes with
+/// it (the kernel's parent-death signal): no node outlives its benchmark.
+#[test]
+fn node_processes_die_with_a_killed_benchmark() {
+    use std::io::{BufRead, BufReader};
+    use std::time::{Duration, Instant};
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_redolog-bench"))
+        .args(["bench", "--workload", "raft", "--openraft", "0.10", "--placement", "processes"])
+        .args(["--stores", "redolog-raft", "--tasks", "2", "--time", "60", "--rounds", "1", "--device", "tmpfs"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start redolog-bench");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut first).expect("first line");
+    let workdir = first
+        .split_whitespace()
+        .find(|word| word.contains("redolog-bench-raft-"))
+        .unwrap_or_else(|| panic!("no work directory in {first:?}"))
+        .trim_end_matches(',')
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !running(&workdir) {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no node process started within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().expect("SIGKILL the benchmark");
+    child.wait().expect("reap it");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running(&workdir) {
+        assert!(Instant::now() < deadline, "node processes outlived their benchmark by 10 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_dir_all(&workdir);
 }

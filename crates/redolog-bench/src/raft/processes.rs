@@ -38,6 +38,9 @@ pub struct KvNodeOptions {
     /// take that long.
     #[arg(long, default_value = "tmpfs")]
     device: Device,
+    /// The benchmark that starts this node: the node is killed when it dies.
+    #[arg(long, hide = true)]
+    parent: Option<i32>,
 }
 
 /// The stores a node process can run on in this build.
@@ -49,8 +52,20 @@ pub fn stores() -> Vec<&'static str> {
     stores
 }
 
-/// Runs one node until the process is killed.
+/// Runs one node until the process is killed — by the benchmark that
+/// started it, or by the kernel when that benchmark dies, however it dies.
 pub fn kv_node(options: KvNodeOptions) -> Result<(), BoxError> {
+    if let Some(parent) = options.parent {
+        // The signal fires when the thread that started this process exits:
+        // a point starts its nodes from the thread that runs the sweep,
+        // which lives as long as the benchmark. A parent already gone by now
+        // (this process then belongs to another) is the same case.
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+        let now = rustix::process::getppid().map(|pid| pid.as_raw_nonzero().get());
+        if now != Some(parent) {
+            return Err(format!("kv-node: the benchmark that started it (pid {parent}) is gone").into());
+        }
+    }
     options.device.install();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let KvNodeOptions { node, store, .. } = options;
@@ -154,6 +169,7 @@ pub async fn point(store: &str, dir: &Path, clients: usize, options: &ClusterOpt
         let node_dir = dir.join(format!("node-{id}"));
         let child = Command::new(&exe)
             .args(["kv-node", "--store", store, "--device", &options.run.device.to_string()])
+            .arg(format!("--parent={}", std::process::id()))
             .args([format!("--id={id}"), format!("--listen={addr}"), format!("--dir={}", node_dir.display())])
             .stdout(Stdio::null())
             .spawn()?;
