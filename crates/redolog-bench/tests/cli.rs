@@ -338,6 +338,9 @@ fn node_processes_die_with_a_killed_benchmark() {
         .args(["bench", "--workload", "raft", "--openraft", "0.10", "--placement", "processes"])
         .args(["--stores", "redolog-raft", "--tasks", "2", "--time", "60", "--rounds", "1", "--device", "tmpfs"])
         .stdout(std::process::Stdio::piped())
+        // Not this test's stderr: a node that outlived the benchmark would
+        // hold it open, and whatever reads it would wait.
+        .stderr(std::process::Stdio::null())
         .spawn()
         .expect("start redolog-bench");
     let mut first = String::new();
