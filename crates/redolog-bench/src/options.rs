@@ -98,7 +98,7 @@ pub struct BenchOptions {
     /// process, an in-memory network) and `processes` (one `redolog-kv`
     /// node process each, HTTP on loopback, the clients over HTTP too;
     /// openraft 0.10, redolog-raft and rocksdb-raft only).
-    #[arg(long, value_delimiter = ',', default_value = "in-process")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "in-process")]
     pub placement: Vec<Placement>,
     /// With `--workload oltp_*`: tables (sysbench's `--tables`).
     #[arg(long, default_value_t = 8)]

@@ -225,14 +225,9 @@ fn bench_raft_runs_a_cluster_of_node_processes() {
     assert!(cpu_per_write > 0.0, "{row}");
     assert_eq!(columns[8], "-", "fdatasyncs of other processes are not counted: {row}");
     assert_eq!(columns.last(), Some(&"0"), "failed writes: {row}");
-    // The nodes' directories are under the run's work directory, which the
-    // first line names: no process may still have it on its command line.
-    let workdir = stdout
-        .split_whitespace()
-        .find(|word| word.contains("redolog-bench-raft-"))
-        .unwrap_or_else(|| panic!("no work directory in\n{stdout}"))
-        .trim_end_matches(',');
-    assert!(!running(workdir), "node processes left running");
+    // The nodes' directories are under the run's work directory: no process
+    // may still have it on its command line.
+    assert!(!running(raft_workdir(&stdout)), "node processes left running");
 }
 
 /// Options that mean nothing to a workload are refused, not ignored.
@@ -321,6 +316,15 @@ fn bench_runs_the_engine_scenarios() {
     }
 }
 
+/// The work directory a `--workload raft` run names in its first line.
+fn raft_workdir(output: &str) -> &str {
+    output
+        .split_whitespace()
+        .find(|word| word.contains("redolog-bench-raft-"))
+        .unwrap_or_else(|| panic!("no work directory in {output:?}"))
+        .trim_end_matches(',')
+}
+
 /// Whether any process has `needle` on its command line (false where
 /// `pgrep` is missing).
 fn running(needle: &str) -> bool {
@@ -345,12 +349,7 @@ fn node_processes_die_with_a_killed_benchmark() {
         .expect("start redolog-bench");
     let mut first = String::new();
     BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut first).expect("first line");
-    let workdir = first
-        .split_whitespace()
-        .find(|word| word.contains("redolog-bench-raft-"))
-        .unwrap_or_else(|| panic!("no work directory in {first:?}"))
-        .trim_end_matches(',')
-        .to_string();
+    let workdir = raft_workdir(&first).to_string();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !running(&workdir) {
         if Instant::now() > deadline {

@@ -62,8 +62,9 @@ impl FromStr for OpenraftLine {
     }
 }
 
-/// Where the cluster benchmark's three nodes run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where the cluster benchmark's three nodes run (`--placement`, read by
+/// clap: `in-process`, `processes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Placement {
     /// In this process, over redolog-raft's in-memory network.
     InProcess,
@@ -73,22 +74,9 @@ pub enum Placement {
 }
 
 impl fmt::Display for Placement {
+    /// The name `--placement` takes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Placement::InProcess => "in-process",
-            Placement::Processes => "processes",
-        })
-    }
-}
-
-impl FromStr for Placement {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text {
-            "in-process" => Ok(Placement::InProcess),
-            "processes" => Ok(Placement::Processes),
-            other => Err(format!("placement {other}: expected in-process or processes")),
-        }
+        let name = clap::ValueEnum::to_possible_value(self).ok_or(fmt::Error)?;
+        f.write_str(name.get_name())
     }
 }
