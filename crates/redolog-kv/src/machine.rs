@@ -181,7 +181,7 @@ impl Machine {
     }
 }
 
-/// Applies `command` once per session number.
+/// Applies `command` once per session number (KV-1, docs/RAFT.md).
 fn apply_once(applied: &mut Applied, command: Command) -> Response {
     let Some(Session { client, seq }) = command.session else {
         return apply(&mut applied.data, command.request);
