@@ -79,6 +79,9 @@ fn job(matches: &ArgMatches) -> Result<Job, BoxError> {
 fn main() -> ExitCode {
     let result = job(&Cli::command().get_matches()).and_then(|job| match job {
         Job::Bench(Run::Log(options, scenario)) => {
+            if let Some(listen) = options.prometheus {
+                harness::serve_prometheus(listen)?;
+            }
             log::run(&options, scenario.as_ref().map(|scenario| scenario as &dyn log::Experiment))
         }
         Job::Bench(Run::Oltp(options)) => oltp::run(&options),

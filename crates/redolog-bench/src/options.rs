@@ -179,6 +179,11 @@ pub struct BenchOptions {
     /// Print redolog's counters (INNODB_METRICS names) after each point.
     #[arg(long)]
     pub metrics: bool,
+    /// Serve the live counters of the log being benchmarked to Prometheus at
+    /// this address (`http://ADDR/metrics`, published every second, labelled
+    /// by point and threads) while the benchmark runs (`--workload log`).
+    #[arg(long, value_name = "ADDR")]
+    pub prometheus: Option<std::net::SocketAddr>,
     /// Write the results as JSON to this file (`--workload log` and `oltp_*`).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -209,6 +214,7 @@ const TAKEN_BY: &[(&str, &[Taker])] = &[
     ("no_wait", &[Taker::Log]),
     ("cpu_quota", &[Taker::Log]),
     ("metrics", &[Taker::Log]),
+    ("prometheus", &[Taker::Log]),
     ("async_tasks", &[Taker::Log]),
     ("record_bytes", &[Taker::Log, Taker::Raft]),
     ("scenario", &[Taker::Log, Taker::Oltp]),
@@ -305,6 +311,7 @@ impl BenchOptions {
             no_wait: self.no_wait,
             cpu_quota: self.cpu_quota,
             metrics: self.metrics,
+            prometheus: self.prometheus,
             async_tasks: self.async_tasks,
         }
     }

@@ -373,6 +373,7 @@ mod tests {
             no_wait: true,
             cpu_quota: None,
             metrics: false,
+            prometheus: None,
             async_tasks: false,
         }
     }

@@ -368,3 +368,51 @@ fn node_processes_die_with_a_killed_benchmark() {
     }
     let _ = std::fs::remove_dir_all(&workdir);
 }
+
+/// `bench --prometheus ADDR` serves the live counters while a point runs:
+/// a scrape mid-point finds the benchmark's commits and the log's counters,
+/// labelled by point and threads.
+#[test]
+fn bench_serves_live_counters_to_prometheus() {
+    use std::time::{Duration, Instant};
+
+    /// Kills the benchmark on every path out of the test.
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|socket| socket.local_addr()).expect("a port");
+    let _bench = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_redolog-bench"))
+            .args(["bench", "--systems", "redolog", "--threads", "1", "--time", "20", "--rounds", "1"])
+            .args(["--device", "tmpfs", "--intervals", "false", "--prometheus", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start redolog-bench"),
+    );
+    let series = |scrape: &str, name: &str| -> Option<f64> {
+        let prefix = format!("{name}{{point=\"round 1 redolog\",threads=\"1\"}} ");
+        scrape.lines().find_map(|line| line.strip_prefix(&prefix)?.parse().ok())
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let scrape = ureq::get(&format!("http://{port}/metrics"))
+            .call()
+            .ok()
+            .and_then(|mut response| response.body_mut().read_to_string().ok())
+            .unwrap_or_default();
+        let commits = series(&scrape, "redolog_bench_commits_total");
+        let records = series(&scrape, "redolog_log_records_total");
+        if commits.is_some_and(|commits| commits > 0.0) && records.is_some_and(|records| records > 0.0) {
+            assert!(scrape.contains("# TYPE redolog_log_fsyncs_total counter"), "{scrape}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no live counters at {port} within 15 s: {scrape}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -98,7 +98,7 @@ impl Core {
             checkpoints,
             auto: Auto::new(),
             cpu: CpuMonitor::new(),
-            metrics: MetricsRecorder::new(),
+            metrics: MetricsRecorder::new(&log_name(&files)),
             write_intent: crossbeam_utils::CachePadded::new(AtomicU64::new(start.end.0)),
             async_seen: AtomicBool::new(false),
             async_recent: AtomicBool::new(false),
@@ -245,6 +245,12 @@ impl Core {
         }
     }
 
+    /// The log's name in exported metrics (its directory).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn name(&self) -> String {
+        log_name(&self.files)
+    }
+
     pub(crate) fn metrics(&self) -> Metrics {
         let lsns = LsnLevels {
             log_lsn_current: self.appender.reserved_end().0,
@@ -279,7 +285,9 @@ impl Port for Core {
         // INV-25: readers learn which lap's blocks may be written over before
         // any is. SeqCst: a reader loads it after its read.
         self.write_intent.fetch_max(range.1 .0, Ordering::SeqCst);
+        let started = Instant::now();
         let done = writer.write(self.appender.ring(), &self.layout, &self.files, range, synced)?;
+        self.metrics.write_ns.add(started.elapsed().as_nanos() as u64);
         self.metrics.writes.add(done.calls);
         self.metrics.bytes_written.add(done.bytes);
         Ok(())
@@ -288,6 +296,7 @@ impl Port for Core {
     fn sync(&self, range: (Lsn, Lsn), started: Instant) -> std::result::Result<Instant, IoFailure> {
         let fsyncs = self.files.sync_range(&self.layout, range, started, |elapsed| {
             self.metrics.fsync_us.record_us(elapsed.as_micros() as u64);
+            self.metrics.fsync_ns.add(elapsed.as_nanos() as u64);
         })?;
         self.metrics.fsyncs.add(fsyncs.calls);
         Ok(fsyncs.finished)
@@ -349,4 +358,9 @@ fn merge(a: Option<(Lsn, Lsn)>, b: Option<(Lsn, Lsn)>) -> Option<(Lsn, Lsn)> {
         (Some((a_old, a_new)), Some((b_old, b_new))) => Some((a_old.min(b_old), a_new.max(b_new))),
         (one, None) | (None, one) => one,
     }
+}
+
+/// The log's name in exported metrics: its directory.
+fn log_name(files: &Files) -> String {
+    files.paths.first().and_then(|path| path.parent()).map_or_else(String::new, |dir| dir.display().to_string())
 }

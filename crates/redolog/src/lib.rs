@@ -44,6 +44,8 @@ mod core;
 mod cpu;
 mod durable;
 mod error;
+#[cfg(feature = "metrics")]
+pub mod export;
 mod failpoint;
 mod format;
 mod geometry;

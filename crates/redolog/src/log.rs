@@ -290,6 +290,23 @@ impl Log {
         self.core.metrics()
     }
 
+    /// Publishes the log's counters and gauges through the `metrics` facade
+    /// (cargo feature `metrics`), labelled `log` = its directory; see
+    /// [`crate::export`] for the names. Reads the log's counters once, as
+    /// [`Log::metrics`] does: call it before each scrape, or every second.
+    ///
+    /// ```
+    /// use redolog::{Config, Log};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+    /// log.publish_metrics();
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn publish_metrics(&self) {
+        let name = self.core.name();
+        self.core.metrics().publish(&[("log", &name)]);
+    }
+
     /// The end of everything appended so far: the LSN the next group starts at.
     pub fn end_lsn(&self) -> Lsn {
         self.core.appender.reserved_end()

@@ -111,17 +111,25 @@ const HISTOGRAM_SHARDS: usize = 16;
 /// A latency histogram sharded like `Counter`.
 pub(crate) struct LatencyRecorder {
     shards: Box<[CachePadded<Mutex<Histogram<u64>>>]>,
+    /// The same values, in seconds, to the `metrics` facade's histogram of
+    /// this name (a no-op handle unless a recorder was installed before open).
+    #[cfg(feature = "metrics")]
+    facade: ::metrics::Histogram,
 }
 
 impl LatencyRecorder {
-    fn new() -> Self {
+    fn new(#[cfg_attr(not(feature = "metrics"), allow(unused_variables))] facade: (&'static str, &str)) -> Self {
         LatencyRecorder {
             shards: (0..HISTOGRAM_SHARDS).map(|_| CachePadded::new(Mutex::new(new_histogram()))).collect(),
+            #[cfg(feature = "metrics")]
+            facade: ::metrics::histogram!(facade.0, "log" => facade.1.to_string()),
         }
     }
 
     pub(crate) fn record_us(&self, micros: u64) {
         self.shards[shard() % self.shards.len()].lock().saturating_record(micros.max(1));
+        #[cfg(feature = "metrics")]
+        self.facade.record(micros as f64 / 1e6);
     }
 
     fn snapshot(&self) -> LatencySummary {
@@ -211,12 +219,17 @@ pub(crate) struct MetricsRecorder {
     /// Chunks after the first of groups larger than half the ring.
     pub(crate) extra_chunks: Counter,
     pub(crate) checkpoints: Counter,
+    /// Time spent in write calls to the OS, in ns (pg_stat_wal's `wal_write_time`).
+    pub(crate) write_ns: Counter,
+    /// Time spent in fdatasync, in ns (pg_stat_wal's `wal_sync_time`).
+    pub(crate) fsync_ns: Counter,
     pub(crate) commit_wait_us: LatencyRecorder,
     pub(crate) fsync_us: LatencyRecorder,
 }
 
 impl MetricsRecorder {
-    pub(crate) fn new() -> Self {
+    /// `log` names the log in the `metrics` facade's histograms (its directory).
+    pub(crate) fn new(log: &str) -> Self {
         MetricsRecorder {
             on_write: WaitCounters::default(),
             on_flush: WaitCounters::default(),
@@ -239,8 +252,10 @@ impl MetricsRecorder {
             records_beyond_one: Counter::default(),
             extra_chunks: Counter::default(),
             checkpoints: Counter::default(),
-            commit_wait_us: LatencyRecorder::new(),
-            fsync_us: LatencyRecorder::new(),
+            write_ns: Counter::default(),
+            fsync_ns: Counter::default(),
+            commit_wait_us: LatencyRecorder::new(("redolog_commit_wait_seconds", log)),
+            fsync_us: LatencyRecorder::new(("redolog_fsync_seconds", log)),
         }
     }
 
@@ -259,6 +274,8 @@ impl MetricsRecorder {
             log_groups: groups,
             log_records: records,
             log_checkpoints: self.checkpoints.get(),
+            log_write_time_us: self.write_ns.get() / 1000,
+            log_fsync_time_us: self.fsync_ns.get() / 1000,
             log_on_write: self.on_write.snapshot(),
             log_on_flush: self.on_flush.snapshot(),
             log_on_buffer_space: self.on_buffer_space.snapshot_of_visits(chunks),
@@ -279,6 +296,30 @@ impl MetricsRecorder {
         }
     }
 }
+
+/// The INNODB_METRICS prefix of each wait site.
+pub(crate) const SITE_PREFIXES: [&str; 9] = [
+    "log_on_write_",
+    "log_on_flush_",
+    "log_on_buffer_space_",
+    "log_on_file_space_",
+    "log_on_recent_written_",
+    "log_on_recent_closed_",
+    "log_on_ready_",
+    "log_writer_",
+    "log_flusher_",
+];
+
+/// The counters of a wait site, in [`WaitStats`]' field order, with what each counts.
+pub(crate) const TRIAD: [(&str, &str); 7] = [
+    ("no_waits", "visits that found the condition already true"),
+    ("waits", "visits that had to wait"),
+    ("wait_loops", "times a waiting thread parked"),
+    ("spin_rounds", "predicate checks while spinning before parking"),
+    ("spin_us", "time spent spinning before parking"),
+    ("timeouts", "parks ended by the safety-net timeout"),
+    ("timeouts_with_work", "timeouts that found the condition true (lost wake-ups; 0 unless a bug)"),
+];
 
 /// The counters of one wait site: InnoDB's `<site>_no_waits / _waits / _wait_loops`
 /// triad, plus the cost of spinning and the safety-net timeouts.
@@ -367,6 +408,10 @@ pub struct Metrics {
     pub log_records: u64,
     /// Checkpoints written.
     pub log_checkpoints: u64,
+    /// Time spent in write calls to the OS, in µs (pg_stat_wal's `wal_write_time`).
+    pub log_write_time_us: u64,
+    /// Time spent in fdatasync of log files, in µs (pg_stat_wal's `wal_sync_time`).
+    pub log_fsync_time_us: u64,
     /// Waiting for an LSN to be written (`log_on_write_*`).
     pub log_on_write: WaitStats,
     /// Waiting for an LSN to be synced (`log_on_flush_*`).
@@ -434,43 +479,50 @@ impl Metrics {
             ("log_groups".to_string(), self.log_groups),
             ("log_records".to_string(), self.log_records),
             ("log_checkpoints".to_string(), self.log_checkpoints),
+            ("log_write_time_us".to_string(), self.log_write_time_us),
+            ("log_fsync_time_us".to_string(), self.log_fsync_time_us),
             ("log_pipeline_switches".to_string(), self.log_pipeline_switches),
         ];
-        for (prefix, stats) in self.sites() {
-            counters.push((format!("{prefix}no_waits"), stats.no_waits));
-            counters.push((format!("{prefix}waits"), stats.waits));
-            counters.push((format!("{prefix}wait_loops"), stats.wait_loops));
-            counters.push((format!("{prefix}spin_rounds"), stats.spin_rounds));
-            counters.push((format!("{prefix}spin_us"), stats.spin_us));
-            counters.push((format!("{prefix}timeouts"), stats.timeouts));
-            counters.push((format!("{prefix}timeouts_with_work"), stats.timeouts_with_work));
+        for (prefix, stats) in SITE_PREFIXES.iter().zip(self.sites()) {
+            let values = [
+                stats.no_waits,
+                stats.waits,
+                stats.wait_loops,
+                stats.spin_rounds,
+                stats.spin_us,
+                stats.timeouts,
+                stats.timeouts_with_work,
+            ];
+            for ((field, _), value) in TRIAD.iter().zip(values) {
+                counters.push((format!("{prefix}{field}"), value));
+            }
         }
         counters
     }
 
-    /// Every wait site with its INNODB_METRICS prefix.
-    fn sites(&self) -> [(&'static str, &WaitStats); 9] {
+    /// Every wait site, in the order of [`SITE_PREFIXES`].
+    fn sites(&self) -> [&WaitStats; 9] {
         [
-            ("log_on_write_", &self.log_on_write),
-            ("log_on_flush_", &self.log_on_flush),
-            ("log_on_buffer_space_", &self.log_on_buffer_space),
-            ("log_on_file_space_", &self.log_on_file_space),
-            ("log_on_recent_written_", &self.log_on_recent_written),
-            ("log_on_recent_closed_", &self.log_on_recent_closed),
-            ("log_on_ready_", &self.log_on_ready),
-            ("log_writer_", &self.log_writer),
-            ("log_flusher_", &self.log_flusher),
+            &self.log_on_write,
+            &self.log_on_flush,
+            &self.log_on_buffer_space,
+            &self.log_on_file_space,
+            &self.log_on_recent_written,
+            &self.log_on_recent_closed,
+            &self.log_on_ready,
+            &self.log_writer,
+            &self.log_flusher,
         ]
     }
 
     /// Time spent spinning, summed over the wait sites, in µs.
     pub fn spin_us(&self) -> u64 {
-        self.sites().iter().map(|(_, stats)| stats.spin_us).sum()
+        self.sites().iter().map(|stats| stats.spin_us).sum()
     }
 
     /// Total lost wake-ups over all wait sites (always 0 unless there is a bug).
     pub fn timeouts_with_work(&self) -> u64 {
-        self.sites().iter().map(|(_, stats)| stats.timeouts_with_work).sum()
+        self.sites().iter().map(|stats| stats.timeouts_with_work).sum()
     }
 }
 

@@ -14,3 +14,17 @@ pub mod sync_hook;
 
 /// Any error a benchmark reports (printed, then exit 1).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// `--prometheus ADDR`: installs the Prometheus exporter (its own listener
+/// thread) as the process's `metrics` recorder, before any log is opened so
+/// the logs' histograms reach it too.
+pub fn serve_prometheus(listen: std::net::SocketAddr) -> Result<(), BoxError> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(listen)
+        .install()
+        .map_err(|error| format!("--prometheus {listen}: {error}"))?;
+    redolog::export::describe();
+    metrics::describe_counter!("redolog_bench_commits_total", "Commits of the benchmark point so far");
+    eprintln!("serving the live counters at http://{listen}/metrics");
+    Ok(())
+}

@@ -21,6 +21,8 @@ pub struct LogOptions {
     pub cpu_quota: Option<f64>,
     /// Print redolog's counters after each point.
     pub metrics: bool,
+    /// Serve the live counters to Prometheus here while the benchmark runs.
+    pub prometheus: Option<std::net::SocketAddr>,
     /// Commit through futures (Tokio tasks) beside the thread path.
     pub async_tasks: bool,
 }

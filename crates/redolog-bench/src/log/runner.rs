@@ -189,6 +189,20 @@ fn start_tasks(
     }))
 }
 
+/// Publishes the point's live counters through the `metrics` facade (served
+/// by `--prometheus`; a no-op without it): the log's, and the benchmark's
+/// own commits, labelled by point and threads.
+fn publish(system: &dyn System, point: &str, threads: usize, commits: u64) {
+    let threads = threads.to_string();
+    let labels = [("point", point), ("threads", threads.as_str())];
+    if let Some(metrics) = system.metrics() {
+        metrics.publish(&labels);
+    }
+    let labels: Vec<metrics::Label> =
+        labels.iter().map(|(key, value)| metrics::Label::new(*key, value.to_string())).collect();
+    metrics::counter!("redolog_bench_commits_total", labels).absolute(commits);
+}
+
 /// Runs `workload` against `system` and measures it.
 /// `progress` advances once per measured second; interval lines print above it.
 pub fn run_point(
@@ -217,6 +231,7 @@ pub fn run_point(
         system.maintain();
         let ended = started.elapsed() >= workload.duration;
         if started.elapsed() >= Duration::from_secs(second) || ended {
+            publish(system.as_ref(), label, workload.threads, commits());
             for stats in &stats {
                 let taken = std::mem::replace(&mut *stats.latency_us.lock(), new_histogram());
                 let _ = window.add(&taken);
