@@ -1,4 +1,5 @@
-//! `redolog dump` and `redolog verify`: read-only views of a log directory.
+//! `redolog verify`, and the header `redolog dump` prints: read-only views of
+//! a log directory.
 
 use std::io::Write;
 use std::path::Path;
@@ -9,7 +10,7 @@ use redolog::LogEnd;
 /// Any error the tool reports (printed, then exit 1).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-fn describe_end(end: LogEnd) -> String {
+pub fn describe_end(end: LogEnd) -> String {
     match end {
         LogEnd::Created => "created".into(),
         LogEnd::CleanShutdown => "clean shutdown".into(),
@@ -45,7 +46,7 @@ fn in_use(inspection: &Inspection) -> Option<String> {
     })
 }
 
-fn print_header(out: &mut impl Write, inspection: &Inspection) -> std::io::Result<()> {
+pub fn print_header(out: &mut impl Write, inspection: &Inspection) -> std::io::Result<()> {
     if let Some(line) = in_use(inspection) {
         writeln!(out, "{line}")?;
     }
@@ -73,56 +74,6 @@ fn print_header(out: &mut impl Write, inspection: &Inspection) -> std::io::Resul
         inspection.end_lsn,
         describe_end(inspection.end)
     )
-}
-
-/// A short printable preview of a record.
-fn preview(record: &[u8]) -> String {
-    let shown = &record[..record.len().min(16)];
-    let hex: String = shown.iter().map(|byte| format!("{byte:02x}")).collect();
-    let text: String =
-        shown.iter().map(|&byte| if byte.is_ascii_graphic() || byte == b' ' { byte as char } else { '.' }).collect();
-    let more = if record.len() > shown.len() { "…" } else { "" };
-    format!("{hex}{more} \"{text}{more}\"")
-}
-
-/// Prints the files, the checkpoint and every group (like pg_waldump).
-pub fn dump(dir: &Path, records: bool) -> Result<(), BoxError> {
-    let inspection = inspect(dir)?;
-    let mut out = std::io::stdout().lock();
-    print_header(&mut out, &inspection)?;
-    let (mut groups, mut record_count, mut bytes) = (0u64, 0u64, 0u64);
-    let live = inspection.in_use;
-    for group in inspection.groups {
-        let group = match group {
-            Ok(group) => group,
-            // The holder wrote over what the snapshot had found: the snapshot
-            // ends here; that is not damage.
-            Err(error) if live => {
-                writeln!(out, "snapshot ends: the live log changed while it was read ({error})")?;
-                break;
-            }
-            Err(error) => return Err(error.into()),
-        };
-        groups += 1;
-        record_count += group.record_count() as u64;
-        let group_bytes: usize = group.records().map(<[u8]>::len).sum();
-        bytes += group_bytes as u64;
-        writeln!(
-            out,
-            "group {}..{}  records {}  bytes {}",
-            group.start_lsn(),
-            group.end_lsn(),
-            group.record_count(),
-            group_bytes
-        )?;
-        if records {
-            for (index, record) in group.records().enumerate() {
-                writeln!(out, "  record {index}: {} bytes  {}", record.len(), preview(record))?;
-            }
-        }
-    }
-    writeln!(out, "{groups} groups, {record_count} records, {bytes} record bytes")?;
-    Ok(())
 }
 
 /// Checks every block and group; returns the summary line, or the first error.

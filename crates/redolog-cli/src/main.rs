@@ -5,7 +5,10 @@
 //! `redolog-bench` (crate `redolog-bench`), so this one never replaces the
 //! process's `fdatasync` and pulls in no openraft, Tokio, RocksDB or SQLite.
 
+mod dump;
 mod inspect;
+mod stats;
+mod view;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -23,14 +26,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print a log's files, checkpoints and every record group.
-    Dump {
-        /// The log directory.
-        dir: PathBuf,
-        /// Also print each record (length and a preview).
-        #[arg(long)]
-        records: bool,
-    },
+    /// Print a log's files, checkpoints and record groups: a range of them,
+    /// their records' payloads, statistics or JSON, or follow the log as it
+    /// grows (as pg_waldump does for PostgreSQL's WAL).
+    Dump(dump::DumpOptions),
     /// Check every block and group of a log. Exit 0 when sound; otherwise exit 1
     /// with a message naming the file, offset and LSN.
     Verify {
@@ -49,7 +48,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Dump { dir, records } => inspect::dump(dir, *records),
+        Command::Dump(options) => dump::dump(options),
         Command::Verify { dir } => inspect::verify(dir).map(|summary| println!("{summary}")),
         Command::Moved { .. } => Err("the benchmarks are the `redolog-bench` binary: `redolog-bench bench ...`, \
                                       or from the source tree `cargo run --release -- bench ...`"

@@ -102,3 +102,176 @@ fn bench_names_the_binary_that_runs_it() {
         assert!(text(&output.stderr).contains("redolog-bench bench"), "{command}: {}", text(&output.stderr));
     }
 }
+
+/// A closed log of `count` Synced groups of one `bytes`-byte record each
+/// (record `i` filled with byte `i`); returns each group's end LSN.
+fn log_of_groups(dir: &Path, count: u8, bytes: usize) -> Vec<u64> {
+    let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    let (log, _) = Log::open(dir, config).expect("create");
+    let ends =
+        (0..count).map(|index| log.commit(&vec![index; bytes], Durability::Synced).expect("commit").as_u64()).collect();
+    log.close().expect("close");
+    ends
+}
+
+/// The `group a..b` lines of a text dump.
+fn group_lines(stdout: &str) -> Vec<&str> {
+    stdout.lines().filter(|line| line.starts_with("group ")).collect()
+}
+
+#[test]
+fn dump_shows_the_range_and_limit_asked_for() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ends = log_of_groups(dir.path(), 10, 40);
+    let path = dir.path().to_str().expect("utf-8 path");
+    let (start, end) = (ends[2].to_string(), ends[6].to_string());
+    let output = redolog(&["dump", path, "--start", &start, "--end", &end]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    let groups = group_lines(&stdout);
+    assert_eq!(groups.len(), 4, "{stdout}");
+    assert!(groups[0].starts_with(&format!("group {}..{}", ends[2], ends[3])), "{stdout}");
+    assert!(groups[3].starts_with(&format!("group {}..{}", ends[5], ends[6])), "{stdout}");
+    assert!(stdout.contains("4 groups, 4 records, 160 record bytes"), "{stdout}");
+
+    let limited = text(&redolog(&["dump", path, "--start", &start, "--limit", "2"]).stdout);
+    assert_eq!(group_lines(&limited).len(), 2, "{limited}");
+}
+
+#[test]
+fn dump_refuses_a_bad_range_naming_the_nearest_boundaries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ends = log_of_groups(dir.path(), 5, 40);
+    let path = dir.path().to_str().expect("utf-8 path");
+    let refused = |args: &[&str]| {
+        let output = redolog(&[&["dump", path], args].concat());
+        // 1: refused by the tool; 2: by the argument parser.
+        assert!(matches!(output.status.code(), Some(1 | 2)), "{args:?} was accepted: {}", text(&output.stdout));
+        assert!(group_lines(&text(&output.stdout)).is_empty(), "{args:?} printed groups before refusing");
+        text(&output.stderr)
+    };
+    let inside = (ends[1] + 3).to_string();
+    let message = refused(&["--start", &inside]);
+    assert!(message.contains(&format!("--start {inside} is not a group boundary")), "{message}");
+    assert!(message.contains(&format!("nearest boundaries are {} and {}", ends[1], ends[2])), "{message}");
+    let message = refused(&["--end", &inside]);
+    assert!(message.contains(&format!("--end {inside} is not a group boundary")), "{message}");
+    let message = refused(&["--start", "100"]);
+    assert!(message.contains("before the oldest group recovery can read, at LSN 8208"), "{message}");
+    let past = (ends[4] + 1000).to_string();
+    let message = refused(&["--start", &past]);
+    assert!(message.contains(&format!("past the end of the log, at LSN {}", ends[4])), "{message}");
+    let message = refused(&["--start", &ends[2].to_string(), "--end", &ends[1].to_string()]);
+    assert!(message.contains("the range is empty"), "{message}");
+    let message = refused(&["--start", "12x"]);
+    assert!(message.contains("invalid value '12x' for '--start <LSN>'"), "{message}");
+    let message = refused(&["--stats", "--follow"]);
+    assert!(message.contains("cannot be used with"), "{message}");
+}
+
+#[test]
+fn dump_records_show_payloads_in_hex_and_text_up_to_the_byte_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    let (log, _) = Log::open(dir.path(), config).expect("create");
+    log.commit(b"page 7: set x = 'hello, world'\x00\x01", Durability::Synced).expect("commit");
+    log.close().expect("close");
+    let path = dir.path().to_str().expect("utf-8 path");
+    let stdout = text(&redolog(&["dump", path, "--records", "--payload-bytes", "8"]).stdout);
+    assert!(stdout.contains("record 0: 32 bytes"), "{stdout}");
+    assert!(stdout.contains("0000  70 61 67 65 20 37 3a 20"), "{stdout}");
+    assert!(stdout.contains("|page 7: |"), "{stdout}");
+    assert!(stdout.contains("… 24 more bytes"), "{stdout}");
+    let stdout = text(&redolog(&["dump", path, "--records", "--payload-bytes", "0"]).stdout);
+    assert!(stdout.contains("0010  27 68 65 6c 6c 6f 2c 20 77 6f 72 6c 64 27 00 01"), "{stdout}");
+    assert!(stdout.contains("|'hello, world'..|"), "{stdout}");
+    assert!(!stdout.contains("more bytes"), "{stdout}");
+}
+
+#[test]
+fn dump_stats_give_size_distributions_and_groups_per_fsync() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Each Synced group fills more than a block: every write leaves a full
+    // block behind that records the sync before it.
+    log_of_groups(dir.path(), 8, 600);
+    let path = dir.path().to_str().expect("utf-8 path");
+    let output = redolog(&["dump", path, "--stats"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("8 groups, 8 records"), "{stdout}");
+    assert!(group_lines(&stdout).is_empty(), "--stats prints no groups: {stdout}");
+    let row = stdout.lines().find(|line| line.starts_with("bytes/record")).expect("a bytes/record row");
+    assert_eq!(row.split_whitespace().skip(1).take(5).collect::<Vec<_>>(), ["600"; 5], "{stdout}");
+
+    let json = text(&redolog(&["dump", path, "--stats", "--json"]).stdout);
+    let stats: serde_json::Value = serde_json::from_str(json.lines().last().expect("a stats line")).expect("json");
+    assert_eq!(stats["type"], "stats");
+    assert_eq!(stats["groups"], 8);
+    assert_eq!(stats["record_bytes"]["p50"], 600);
+    // One commit per fdatasync: the blocks recorded at least 7 of the 8.
+    let syncs = stats["sync_frontiers"]["syncs_at_least"].as_u64().expect("a count");
+    assert!((7..=8).contains(&syncs), "{stats}");
+    assert!(stats["groups_per_sync"].as_f64().expect("a ratio") <= 8.0 / 7.0, "{stats}");
+}
+
+#[test]
+fn dump_json_is_one_object_per_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ends = log_of_groups(dir.path(), 3, 5);
+    let path = dir.path().to_str().expect("utf-8 path");
+    let stdout = text(&redolog(&["dump", path, "--json", "--records", "--payload-bytes", "2"]).stdout);
+    let lines: Vec<serde_json::Value> =
+        stdout.lines().map(|line| serde_json::from_str(line).expect("each line is JSON")).collect();
+    let types: Vec<&str> = lines.iter().map(|line| line["type"].as_str().expect("a type")).collect();
+    assert_eq!(types, ["log", "group", "group", "group", "summary"]);
+    assert_eq!(lines[0]["end_lsn"], ends[2]);
+    assert_eq!(lines[2]["start_lsn"], ends[0]);
+    assert_eq!(lines[2]["payloads"][0], serde_json::json!({"len": 5, "hex": "0101", "text": "..", "truncated": true}));
+    assert_eq!(lines[4]["groups"], 3);
+}
+
+/// `--follow` on a log another process holds: groups committed after the
+/// tool started are printed as they become durable, until `--limit`.
+#[test]
+fn dump_follow_prints_groups_as_the_log_grows() {
+    use std::io::{BufRead, BufReader};
+    use std::time::{Duration, Instant};
+
+    /// Kills the tool on every path out of the test.
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    let (log, _) = Log::open(dir.path(), config).expect("create");
+    log.commit(b"before", Durability::Synced).expect("commit");
+    let mut tool = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_redolog"))
+            .args(["dump", "--follow", "--limit", "4", dir.path().to_str().expect("utf-8 path")])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start redolog dump --follow"),
+    );
+    let mut lines = BufReader::new(tool.0.stdout.take().expect("stdout")).lines();
+    let mut groups = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while groups.len() < 4 {
+        assert!(Instant::now() < deadline, "4 groups not followed in 30 s: {groups:?}");
+        let line = lines.next().expect("the tool ended early").expect("a line");
+        if line.starts_with("group ") {
+            groups.push(line);
+            // The next group is written only after this one was seen.
+            log.commit(format!("after {}", groups.len()).as_bytes(), Durability::Synced).expect("commit");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert_eq!(rest.last().map(String::as_str), Some("4 groups, 4 records, 27 record bytes"), "{rest:?}");
+    assert!(tool.0.wait().expect("wait").success());
+    log.close().expect("close");
+}

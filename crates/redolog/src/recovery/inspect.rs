@@ -5,12 +5,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::{CheckpointSlot, CHECKPOINT_CLEAN_SHUTDOWN, FORMAT_VERSION};
-use crate::lsn::Lsn;
+use crate::format::{
+    BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_HEADER_BYTES, CHECKPOINT_CLEAN_SHUTDOWN, FORMAT_VERSION,
+};
+use crate::layout::Layout;
+use crate::lsn::{BlockNo, Lsn};
 use crate::recovery::open::ScanMode;
 use crate::recovery::open::{open_existing, read_dir_contents};
+use crate::recovery::reader::BlockReader;
 use crate::recovery::{LogEnd, Recovery};
 use crate::storage::{FsStorage, Storage, LOCK_FILE_NAME};
+use crate::writer::Files;
 
 /// One checkpoint slot as found on disk.
 ///
@@ -93,6 +98,77 @@ pub struct Inspection {
     pub in_use: bool,
     /// The holder's process id, if it wrote one.
     pub holder_pid: Option<u32>,
+    /// The files and their geometry, for [`Inspection::sync_frontiers`].
+    handles: Arc<Files>,
+    layout: Layout,
+}
+
+/// What the blocks of a range recorded about the syncs made while they were
+/// written (each block's `synced_back`, docs/FORMAT.md §5).
+///
+/// ```
+/// use redolog::inspect::SyncFrontiers;
+/// let frontiers = SyncFrontiers { blocks: 10, distinct: 4 };
+/// assert_eq!(frontiers.syncs_at_least(), 3);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncFrontiers {
+    /// Valid blocks read.
+    pub blocks: u64,
+    /// Distinct sync frontiers they recorded: the writer's synced LSN moved
+    /// `distinct - 1` times, at least, while they were written.
+    pub distinct: u64,
+}
+
+impl SyncFrontiers {
+    /// A lower bound on the syncs made while the range was written: a sync
+    /// no later block recorded (the writer wrote no new block after it) leaves
+    /// no trace.
+    pub fn syncs_at_least(&self) -> u64 {
+        self.distinct.saturating_sub(1)
+    }
+}
+
+impl Inspection {
+    /// Reads the block headers of `[from, to)` and counts the distinct sync
+    /// frontiers they recorded (`redolog dump --stats`: groups per fsync).
+    /// Stops at the first block that is not a valid block of this lap (a
+    /// live log's moving tail).
+    ///
+    /// ```
+    /// use redolog::{inspect, Config, Durability, Log};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config::default()).unwrap();
+    /// for _ in 0..3 {
+    ///     log.commit(&[7; 600], Durability::Synced).unwrap(); // each fills a block
+    /// }
+    /// log.close().unwrap();
+    /// let inspection = inspect::inspect(dir.path()).unwrap();
+    /// let frontiers = inspection.sync_frontiers(inspection.start_lsn, inspection.end_lsn).unwrap();
+    /// assert!(frontiers.syncs_at_least() >= 2);
+    /// ```
+    pub fn sync_frontiers(&self, from: Lsn, to: Lsn) -> Result<SyncFrontiers> {
+        let mut reader = BlockReader::new(self.handles.clone(), self.layout);
+        let mut frontiers = SyncFrontiers::default();
+        let mut last = None;
+        if to <= from {
+            return Ok(frontiers);
+        }
+        // The block of the range's last data byte: `to` may be the first data
+        // position of the next block (FORMAT.md §4).
+        let last_block = (to.0 - BLOCK_HEADER_BYTES as u64 - 1) / BLOCK_BYTES as u64;
+        let mut block = from.block();
+        while block.0 <= last_block {
+            let BlockState::Valid(header) = reader.state(block)? else { break };
+            frontiers.blocks += 1;
+            if last != Some(header.synced_block()) {
+                frontiers.distinct += 1;
+                last = Some(header.synced_block());
+            }
+            block = BlockNo(block.0 + 1);
+        }
+        Ok(frontiers)
+    }
 }
 
 /// Inspects the log in `dir` on the real file system.
@@ -131,5 +207,7 @@ pub fn inspect_with_storage(dir: &Path, storage: impl Storage + 'static) -> Resu
         groups,
         in_use: holder.is_some(),
         holder_pid: holder.flatten(),
+        handles: opened.files.clone(),
+        layout: opened.layout,
     })
 }
