@@ -4,9 +4,11 @@
 //! appender's own ring bytes and link slot, and the link-buffer tail.
 
 use crate::buffer::RingBuffer;
+use crate::encryption::Sealer;
 use crate::error::{Error, Result};
 use crate::format::{
     encoded_group_bytes, write_group_header, BLOCK_DATA_BYTES, GROUP_HEADER_BYTES, RECORD_HEADER_BYTES,
+    SEAL_OVERHEAD_BYTES,
 };
 use crate::link_buf::LinkBuf;
 use crate::lsn::{BlockNo, Lsn, Sn};
@@ -14,22 +16,30 @@ use crate::metrics::MetricsRecorder;
 use crate::pipeline::{PoisonOnPanic, Port, Site, Stages};
 use crate::sync::atomic::Ordering;
 
-/// A group's encoded bytes, produced piece by piece without building a buffer.
-struct GroupBytes<'a> {
-    header: [u8; GROUP_HEADER_BYTES],
-    records: &'a [&'a [u8]],
+/// A group's encoded bytes: in clear, produced piece by piece without
+/// building a buffer; or sealed (an encrypted log), built whole first.
+enum GroupBytes<'a> {
+    Clear { header: [u8; GROUP_HEADER_BYTES], records: &'a [&'a [u8]] },
+    Sealed(&'a [u8]),
 }
 
 impl GroupBytes<'_> {
     /// Copies encoded bytes `[skip, skip + len)` of the group into the ring at `at`.
     fn copy_range(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn {
         let mut cursor = Cursor { ring, at, position: 0, skip, end: skip + len };
+        let (header, records) = match self {
+            GroupBytes::Clear { header, records } => (header, records),
+            GroupBytes::Sealed(bytes) => {
+                cursor.emit(bytes);
+                return cursor.at;
+            }
+        };
         // The group header and the first record's length go out as one piece: a
         // single-record group (the common commit) is then two copies, not three.
         let mut head = [0u8; GROUP_HEADER_BYTES + RECORD_HEADER_BYTES];
-        head[..GROUP_HEADER_BYTES].copy_from_slice(&self.header);
-        let Some((first, rest)) = self.records.split_first() else {
-            cursor.emit(&self.header);
+        head[..GROUP_HEADER_BYTES].copy_from_slice(header);
+        let Some((first, rest)) = records.split_first() else {
+            cursor.emit(header);
             return cursor.at;
         };
         head[GROUP_HEADER_BYTES..].copy_from_slice(&(first.len() as u32).to_le_bytes());
@@ -90,6 +100,14 @@ pub(crate) struct Appender {
     /// The most data a group may hold: the writable ring of files less a block
     /// at each end (INV-7).
     capacity: u64,
+    /// An encrypted log's session key and epoch (docs/DESIGN.md §1.15).
+    sealer: Option<Sealer>,
+}
+
+thread_local! {
+    /// A sealed group is built here before it is copied into the ring: the
+    /// nonce needs its start LSN, known once reserved (INV-29).
+    static SEALED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Appender {
@@ -102,7 +120,19 @@ impl Appender {
         ring.load_block(end.block(), last_block);
         // Reach 1/16 of the ring, as MySQL sizes recent_written (1 MiB by default).
         let link_capacity = (ring_bytes >> (4 + crate::link_buf::GRANULE_SHIFT)).max(256);
-        Appender { ring, link: LinkBuf::new(link_capacity, end.0, end.to_sn().0), group_bytes_max, capacity }
+        Appender {
+            ring,
+            link: LinkBuf::new(link_capacity, end.0, end.to_sn().0),
+            group_bytes_max,
+            capacity,
+            sealer: None,
+        }
+    }
+
+    /// Seals every group with `sealer` (an encrypted log), or none.
+    pub(crate) fn sealing(mut self, sealer: Option<Sealer>) -> Self {
+        self.sealer = sealer;
+        self
     }
 
     /// The ring the writer reads from.
@@ -155,12 +185,22 @@ impl Appender {
         if start_sn & SN_CLOSED != 0 {
             return Err(Error::Closed);
         }
-        let group = GroupBytes { header: write_group_header(records, bytes), records };
         // Poisons the log if we unwind between reserving and publishing: the hole
         // would otherwise block every later commit forever. Forgotten on the way
         // out, so the common path pays nothing for it.
         let guard = PoisonOnPanic { stages, op: "append" };
-        let end = self.copy_group(&group, Sn(start_sn), bytes, stages, port, metrics);
+        let end = match &self.sealer {
+            None => {
+                let group = GroupBytes::Clear { header: write_group_header(records, bytes), records };
+                self.copy_group(&group, Sn(start_sn), bytes, stages, port, metrics)
+            }
+            Some(sealer) => SEALED.with(|sealed| {
+                let mut sealed = sealed.borrow_mut();
+                sealer.seal(Sn(start_sn).to_lsn(), records, &mut sealed);
+                debug_assert_eq!(sealed.len() as u64, bytes);
+                self.copy_group(&GroupBytes::Sealed(&sealed), Sn(start_sn), bytes, stages, port, metrics)
+            }),
+        };
         std::mem::forget(guard);
         let (end, moved) = end?;
         // One counter update per group in the common case of one record: the
@@ -176,8 +216,12 @@ impl Appender {
 
     fn check_group_size(&self, records: &[&[u8]]) -> Result<u64> {
         let format_limit = u64::from(u32::MAX);
-        let Some(bytes) = encoded_group_bytes(records) else {
-            let bytes = records.iter().map(|record| 4 + record.len() as u64).sum::<u64>() + 8;
+        let overhead = if self.sealer.is_some() { SEAL_OVERHEAD_BYTES as u64 } else { 0 };
+        let Some(bytes) = encoded_group_bytes(records)
+            .map(|bytes| bytes + overhead)
+            .filter(|bytes| *bytes - GROUP_HEADER_BYTES as u64 <= format_limit)
+        else {
+            let bytes = records.iter().map(|record| 4 + record.len() as u64).sum::<u64>() + 8 + overhead;
             return Err(Error::GroupTooLarge { bytes, limit: format_limit, limit_name: "the format's 32-bit length" });
         };
         if bytes > self.group_bytes_max {

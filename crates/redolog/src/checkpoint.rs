@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, IoFailure, Result};
 use crate::failpoint::failpoint;
-use crate::format::{CheckpointSlot, CHECKPOINT_SLOT_OFFSETS};
+use crate::format::{CheckpointSlot, KeyTable, CHECKPOINT_SLOT_OFFSETS};
 use crate::lsn::{BlockNo, Lsn};
 use crate::metrics::MetricsRecorder;
 use crate::pipeline::{PoisonOnPanic, Port, Stages};
@@ -35,6 +35,9 @@ pub(crate) struct Checkpoints {
     /// Blocks in the ring of files: the file limit is a lap past the checkpoint.
     ring_blocks: u64,
     log_id: u128,
+    /// An encrypted log's session epoch and key table, which every slot
+    /// repeats (INV-29, INV-31); 0 and empty otherwise.
+    session: (u32, KeyTable),
     /// File 0, which holds the slots, and its path.
     file: Arc<dyn StorageFile>,
     path: PathBuf,
@@ -45,7 +48,7 @@ impl Checkpoints {
     pub(crate) fn new(
         (number, lsn): (u64, Lsn),
         ring_blocks: u64,
-        log_id: u128,
+        (log_id, session): (u128, (u32, KeyTable)),
         (file, path): (Arc<dyn StorageFile>, PathBuf),
     ) -> Self {
         Checkpoints {
@@ -54,6 +57,7 @@ impl Checkpoints {
             file_limit_block: crossbeam_utils::CachePadded::new(AtomicU64::new(lsn.block().0 + ring_blocks)),
             ring_blocks,
             log_id,
+            session,
             file,
             path,
         }
@@ -153,7 +157,15 @@ impl Checkpoints {
         // INV-18, where the checkpoint meets the sync stage.
         assert!(lsn <= stages.synced(), "INV-18: checkpoint {lsn} past the durable log {}", stages.synced());
         let number = last.number + 1;
-        let slot = CheckpointSlot { log_id: self.log_id, number, lsn: lsn.0, durable_lsn: stages.synced().0, flags };
+        let slot = CheckpointSlot {
+            log_id: self.log_id,
+            number,
+            lsn: lsn.0,
+            durable_lsn: stages.synced().0,
+            flags,
+            epoch: self.session.0,
+            keys: self.session.1,
+        };
         let offset = CHECKPOINT_SLOT_OFFSETS[CheckpointSlot::slot_index(number)];
         let failure = |op, source| IoFailure { op, path: self.path.clone(), source };
         // A panic between the write and its sync leaves the slot's state unknown.

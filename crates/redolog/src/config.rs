@@ -113,6 +113,12 @@ pub struct Config {
     /// power of two: `begin_group` waits, on an event, while its group would
     /// start further (docs/DESIGN.md §1.13).
     pub closed_window_bytes: u64,
+    /// Encrypt the log at rest (default: no): a new log is created with its
+    /// groups sealed by AES-256-GCM under the provider's keys, and an
+    /// encrypted log opens only with them (`Error::KeyRequired`); giving it
+    /// for a log created without it is `Error::NotEncrypted`. See
+    /// [`crate::encryption`].
+    pub encryption: Option<crate::encryption::Encryption>,
 }
 
 impl Default for Config {
@@ -127,6 +133,7 @@ impl Default for Config {
             log_thread_nice: None,
             group_readable: false,
             closed_window_bytes: 2 << 20,
+            encryption: None,
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::closed::Closer;
 use crate::config::{Config, Durability, Pipeline};
 use crate::cpu::CpuMonitor;
 use crate::error::{Error, IoFailure, Result};
+use crate::format::KeyTable;
 use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
 use crate::metrics::{LsnLevels, Metrics, MetricsRecorder};
@@ -35,6 +36,9 @@ pub(crate) struct StartState {
     pub(crate) end: Lsn,
     pub(crate) checkpoint_lsn: Lsn,
     pub(crate) checkpoint_no: u64,
+    /// An encrypted log's session: epoch and key table for the checkpoint
+    /// slots, the sealer for the appender.
+    pub(crate) session: Option<crate::encryption::Session>,
     /// The image of the block holding `end`, to load into the ring.
     pub(crate) last_block: Vec<u8>,
 }
@@ -77,18 +81,23 @@ impl Core {
         (log_id, unsynced_bytes_max): (u128, u64),
         start: StartState,
     ) -> Self {
+        let (sealer, session) = match start.session {
+            Some(session) => (Some(session.sealer), (session.epoch, session.keys)),
+            None => (None, (0, KeyTable::default())),
+        };
         let appender = Appender::new(
             config.ring_bytes(),
             start.end,
             &start.last_block,
             config.group_bytes_max,
             layout.group_bytes_max(),
-        );
+        )
+        .sealing(sealer);
         let unsynced_blocks = unsynced_bytes_max / crate::format::BLOCK_BYTES as u64;
         let checkpoints = Checkpoints::new(
             (start.checkpoint_no, start.checkpoint_lsn),
             layout.ring_blocks,
-            log_id,
+            (log_id, session),
             (files.handles[0].clone(), files.paths[0].clone()),
         );
         Core {

@@ -72,7 +72,7 @@ pub enum Error {
     },
 
     /// The log was written by a format version this build cannot read.
-    #[error("{path} has format version {found}; this build reads version {supported}")]
+    #[error("{path} has format version {found}; this build reads versions 1 to {supported}")]
     UnsupportedVersion {
         /// The file.
         path: PathBuf,
@@ -176,6 +176,61 @@ pub enum Error {
         path: PathBuf,
         /// Its permission bits.
         mode: u32,
+    },
+
+    /// An encrypted log's group, or its new groups, need a key the
+    /// [`KeyProvider`](crate::encryption::KeyProvider) does not have. Nothing
+    /// of that group was returned.
+    #[error("the key provider has no key with id {key_id}, needed {needed}")]
+    MissingKey {
+        /// The key id the log names.
+        key_id: u32,
+        /// What needed it.
+        needed: String,
+    },
+
+    /// The key the provider gave for `key_id` is not the one the log recorded
+    /// under that id (its key check differs, docs/FORMAT.md §3).
+    #[error("the key with id {key_id} is not the one the log was written with, needed {needed}")]
+    WrongKey {
+        /// The key id.
+        key_id: u32,
+        /// What needed it.
+        needed: String,
+    },
+
+    /// The log is encrypted, and no `Config::encryption` (or key for the
+    /// tool) was given.
+    #[error("{path} is an encrypted log: give its keys (Config::encryption, or --key-file)")]
+    KeyRequired {
+        /// The log directory.
+        path: PathBuf,
+    },
+
+    /// `Config::encryption` was given for a log created without it: an
+    /// existing log cannot start encrypting (its groups are in clear).
+    #[error("{path} is not an encrypted log: it was created without Config::encryption")]
+    NotEncrypted {
+        /// The log directory.
+        path: PathBuf,
+    },
+
+    /// A key file others may read or write.
+    #[error("key file {path} is accessible by others (mode {mode:04o}): allow only its owner (chmod 600)")]
+    UnsafeKeyFile {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+
+    /// Keys that cannot be read.
+    #[error("cannot read keys from {origin}: {reason}")]
+    InvalidKeys {
+        /// The file or environment variable.
+        origin: String,
+        /// Why.
+        reason: String,
     },
 }
 

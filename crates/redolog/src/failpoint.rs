@@ -31,6 +31,8 @@ pub const FAILPOINTS: &[&str] = &[
     "checkpoint.sync",
     "repair.write",
     "repair.sync",
+    "session.write",
+    "session.sync",
 ];
 
 /// `Err` if the failpoint `name` is configured to `return`.

@@ -43,6 +43,7 @@ mod config;
 mod core;
 mod cpu;
 mod durable;
+pub mod encryption;
 mod error;
 #[cfg(feature = "metrics")]
 pub mod export;

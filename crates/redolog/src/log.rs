@@ -101,6 +101,7 @@ impl Log {
             end: scan.end,
             checkpoint_lsn: Lsn(opened.checkpoint.lsn),
             checkpoint_no: opened.checkpoint.number,
+            session: opened.session,
             last_block: scan.last_block,
         };
         let core = Arc::new(Core::new(

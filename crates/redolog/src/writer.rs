@@ -24,6 +24,10 @@ pub(crate) struct Files {
     pub(crate) paths: Vec<PathBuf>,
     /// The log's block CRC seed (its id): set once the file header is read.
     pub(crate) seal: BlockSeal,
+    /// An encrypted log's groups are sealed (format version 2).
+    pub(crate) encrypted: bool,
+    /// What opens them, when the keys were given (docs/DESIGN.md §1.15).
+    pub(crate) opener: Option<Arc<crate::encryption::Opener>>,
 }
 
 /// What one `Writer::write` did.
@@ -183,7 +187,7 @@ mod tests {
             handles.push(file);
             paths.push(path);
         }
-        Files { handles, paths, seal: BlockSeal::for_log(1) }
+        Files { handles, paths, seal: BlockSeal::for_log(1), encrypted: false, opener: None }
     }
 
     fn read_block(files: &Files, layout: &Layout, block: BlockNo) -> Vec<u8> {

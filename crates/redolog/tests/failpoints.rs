@@ -23,7 +23,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use common::GroupImage;
-use redolog::inspect::inspect_with_storage;
+use redolog::inspect::inspect_with;
 use redolog::storage::{CrashImage, CrashMode, CrashStorage};
 use redolog::{Durability, Log, LogEnd, Lsn, FAILPOINTS};
 
@@ -44,10 +44,23 @@ struct Start {
     oracle: Oracle,
 }
 
+/// The sweep runs on unencrypted logs, then on encrypted ones (whose opens
+/// also write a session slot, with failpoints of their own).
+static ENCRYPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn config() -> redolog::Config {
+    if ENCRYPTED.load(Ordering::Relaxed) {
+        common::small_encrypted_log()
+    } else {
+        common::small_log()
+    }
+}
+
 /// The four starting states.
 fn starts() -> Vec<Start> {
+    let keys = config().encryption;
     let base = CrashStorage::new();
-    let (log, _) = Log::open_with_storage(Path::new(DIR), common::small_log(), base.clone()).expect("create");
+    let (log, _) = Log::open_with_storage(Path::new(DIR), config(), base.clone()).expect("create");
     let mut oracle = Oracle::default();
     for index in 0..8 {
         let bytes = common::sized_record(index);
@@ -63,7 +76,7 @@ fn starts() -> Vec<Start> {
     let torn = (0..64)
         .map(|seed| base.state().crash(CrashMode::Random(seed)))
         .find(|image| {
-            let inspection = inspect_with_storage(Path::new(DIR), image.to_storage()).expect("inspect");
+            let inspection = inspect_with(Path::new(DIR), image.to_storage(), keys.as_ref()).expect("inspect");
             matches!(inspection.end, LogEnd::TornTail { .. })
         })
         .expect("a crash image with a torn tail");
@@ -84,7 +97,7 @@ fn starts() -> Vec<Start> {
     let (before, after) = creations;
     // A torn start holds what its recovery finds (a prefix holding every
     // Synced group); the run appends after that.
-    let inspection = inspect_with_storage(Path::new(DIR), torn.to_storage()).expect("inspect");
+    let inspection = inspect_with(Path::new(DIR), torn.to_storage(), keys.as_ref()).expect("inspect");
     let recovered = common::group_images(inspection.groups, "the torn start");
     assert!(recovered.last().is_some_and(|(end, _)| *end >= oracle.synced), "the torn start lost a Synced group");
     let torn_oracle = Oracle { appended: recovered, synced: oracle.synced, written: oracle.synced };
@@ -107,7 +120,7 @@ fn starts() -> Vec<Start> {
 /// The workload: open, 12 commits with a checkpoint every 4, close. Stops at
 /// the first error; leaves the log in `slot` for the caller to probe.
 fn workload(storage: &CrashStorage, oracle: &mut Oracle, slot: &mut Option<Log>) -> redolog::Result<()> {
-    let (log, _) = Log::open_with_storage(Path::new(DIR), common::small_log(), storage.clone())?;
+    let (log, _) = Log::open_with_storage(Path::new(DIR), config(), storage.clone())?;
     let log = slot.insert(log);
     for index in 0..12 {
         let bytes = common::sized_record(index + 100);
@@ -129,14 +142,7 @@ fn workload(storage: &CrashStorage, oracle: &mut Oracle, slot: &mut Option<Log>)
 /// Crashes the state `storage` reached and checks a fault-free reopen.
 fn check_after_crash(storage: &CrashStorage, oracle: &Oracle, context: &str) {
     for (mode, acked) in [(CrashMode::DropUnsynced, oracle.synced), (CrashMode::KeepAll, oracle.written)] {
-        common::assert_crash_recovers(
-            storage,
-            mode,
-            (Path::new(DIR), &common::small_log()),
-            &oracle.appended,
-            acked,
-            context,
-        );
+        common::assert_crash_recovers(storage, mode, (Path::new(DIR), &config()), &oracle.appended, acked, context);
     }
 }
 
@@ -189,7 +195,10 @@ fn every_failpoint_fails_or_panics_without_losing_an_acknowledged_commit() {
     }));
     let mut runs = 0;
     let mut reached = std::collections::BTreeSet::new();
-    for start in starts() {
+    for start in [false, true].into_iter().flat_map(|encrypted| {
+        ENCRYPTED.store(encrypted, Ordering::Relaxed);
+        starts()
+    }) {
         for (name, count) in hits(&start) {
             if count > 0 {
                 reached.insert(name);

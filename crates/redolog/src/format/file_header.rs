@@ -16,8 +16,9 @@ const LOG_ID_OFFSET: usize = BLOCK_BYTES_OFFSET + size_of::<u32>();
 const FILE_BYTES_OFFSET: usize = LOG_ID_OFFSET + size_of::<u128>();
 const FIRST_LSN_OFFSET: usize = FILE_BYTES_OFFSET + size_of::<u64>();
 const UNSYNCED_MAX_OFFSET: usize = FIRST_LSN_OFFSET + size_of::<u64>();
-const HEADER_END: usize = UNSYNCED_MAX_OFFSET + size_of::<u64>();
-const _: () = assert!(HEADER_END == 64);
+const CIPHER_OFFSET: usize = UNSYNCED_MAX_OFFSET + size_of::<u64>();
+const HEADER_END: usize = CIPHER_OFFSET + size_of::<u32>();
+const _: () = assert!(HEADER_END == 68);
 const _: () = assert!(HEADER_END <= CRC_OFFSET);
 
 /// Bytes at the start of every file before its first log block: the header block,
@@ -35,7 +36,15 @@ pub(crate) struct FileHeader {
     pub(crate) file_bytes: u64,
     pub(crate) first_lsn: u64,
     pub(crate) unsynced_bytes_max: u64,
+    /// The groups' cipher: [`CIPHER_NONE`] (format version 1) or
+    /// [`CIPHER_AES_256_GCM`] (format version 2, docs/FORMAT.md §6.1).
+    pub(crate) cipher: u32,
 }
+
+/// No encryption: format version 1.
+pub(crate) const CIPHER_NONE: u32 = 0;
+/// Groups sealed with AES-256-GCM: format version 2.
+pub(crate) const CIPHER_AES_256_GCM: u32 = 1;
 
 /// Why a file header could not be decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +67,7 @@ impl FileHeader {
         write_u64(&mut block, FILE_BYTES_OFFSET, self.file_bytes);
         write_u64(&mut block, FIRST_LSN_OFFSET, self.first_lsn);
         write_u64(&mut block, UNSYNCED_MAX_OFFSET, self.unsynced_bytes_max);
+        write_u32(&mut block, CIPHER_OFFSET, self.cipher);
         let crc = crc32c::crc32c(&block[..CRC_OFFSET]);
         write_u32(&mut block, CRC_OFFSET, crc);
         block
@@ -83,6 +93,7 @@ impl FileHeader {
             file_bytes: read_u64(block, FILE_BYTES_OFFSET),
             first_lsn: read_u64(block, FIRST_LSN_OFFSET),
             unsynced_bytes_max: read_u64(block, UNSYNCED_MAX_OFFSET),
+            cipher: read_u32(block, CIPHER_OFFSET),
         })
     }
 }
@@ -101,6 +112,7 @@ mod tests {
             file_bytes: 1 << 28,
             first_lsn: 8208,
             unsynced_bytes_max: 1 << 24,
+            cipher: CIPHER_NONE,
         }
     }
 

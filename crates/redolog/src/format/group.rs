@@ -9,6 +9,14 @@ use super::{read_u32, write_u32};
 pub(crate) const GROUP_HEADER_BYTES: usize = 2 * size_of::<u32>();
 pub(crate) const RECORD_HEADER_BYTES: usize = size_of::<u32>();
 
+/// An encrypted group's clear fields after its header: `key_id:u32 epoch:u32`
+/// (docs/FORMAT.md §6.1).
+pub(crate) const SEAL_HEADER_BYTES: usize = 2 * size_of::<u32>();
+/// The AES-256-GCM tag closing an encrypted group.
+pub(crate) const SEAL_TAG_BYTES: usize = 16;
+/// What encryption adds to a group.
+pub(crate) const SEAL_OVERHEAD_BYTES: usize = SEAL_HEADER_BYTES + SEAL_TAG_BYTES;
+
 /// A decoded group header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct GroupHeader {

@@ -4,10 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::encryption::Encryption;
 use crate::error::{Error, Result};
-use crate::format::{
-    BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_HEADER_BYTES, CHECKPOINT_CLEAN_SHUTDOWN, FORMAT_VERSION,
-};
+use crate::format::{BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_HEADER_BYTES, CHECKPOINT_CLEAN_SHUTDOWN};
 use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
 use crate::recovery::open::ScanMode;
@@ -178,6 +177,36 @@ pub fn inspect(dir: &Path) -> Result<Inspection> {
 
 /// Inspects the log in `dir` on `storage`.
 pub fn inspect_with_storage(dir: &Path, storage: impl Storage + 'static) -> Result<Inspection> {
+    inspect_with(dir, storage, None)
+}
+
+/// Inspects the encrypted log in `dir` with its keys, on the real file
+/// system. Without them ([`inspect`]) the files, checkpoints and the end of
+/// an encrypted log are read, and reading a group is `Error::KeyRequired`.
+///
+/// ```
+/// use redolog::encryption::{Encryption, Key, Keys};
+/// use redolog::{inspect, Config, Durability, Error, Log};
+/// let dir = tempfile::tempdir().unwrap();
+/// let keys = Encryption::new(Keys::new().with_key(1, Key::from_bytes([3; 32])));
+/// let (log, _) = Log::open(dir.path(), Config { encryption: Some(keys.clone()), ..Config::default() }).unwrap();
+/// log.commit(b"secret", Durability::Synced).unwrap();
+/// log.close().unwrap();
+/// let mut groups = inspect::inspect(dir.path()).unwrap().groups;
+/// assert!(matches!(groups.next(), Some(Err(Error::KeyRequired { .. }))));
+/// let mut groups = inspect::inspect_with_keys(dir.path(), &keys).unwrap().groups;
+/// assert_eq!(groups.next().unwrap().unwrap().records().next().unwrap(), b"secret");
+/// ```
+pub fn inspect_with_keys(dir: &Path, encryption: &Encryption) -> Result<Inspection> {
+    inspect_with(dir, FsStorage, Some(encryption))
+}
+
+/// Inspects the log in `dir` on `storage`, with an encrypted log's keys.
+pub fn inspect_with(
+    dir: &Path,
+    storage: impl Storage + 'static,
+    encryption: Option<&Encryption>,
+) -> Result<Inspection> {
     let storage: Arc<dyn Storage> = Arc::new(storage);
     let contents = read_dir_contents(dir, &storage)?;
     if !contents.present[0] {
@@ -187,10 +216,9 @@ pub fn inspect_with_storage(dir: &Path, storage: impl Storage + 'static) -> Resu
     // Read-only: never takes the lock, only asks whether someone holds it.
     let holder =
         storage.lock_holder(dir).map_err(|source| Error::io("check lock", dir.join(LOCK_FILE_NAME), source))?;
-    let opened = open_existing(dir, &storage, ScanMode::ReadOnly)?;
+    let opened = open_existing(dir, &storage, ScanMode::ReadOnly, encryption)?;
     let groups = opened.recovery();
     let scan = &opened.scan;
-    debug_assert_eq!(opened.header.format_version, FORMAT_VERSION);
     Ok(Inspection {
         log_id: opened.header.log_id,
         format_version: opened.header.format_version,

@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::{Config, FILE_DATA_BYTES_MIN};
+use crate::encryption::{Encryption, Opener, Session};
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::format::{
-    BlockSeal, CheckpointSlot, FileHeader, BLOCK_BYTES, CHECKPOINT_SLOT_OFFSETS, FILE_COUNT, FILE_HEADER_AREA_BYTES,
-    FORMAT_VERSION,
+    BlockSeal, CheckpointSlot, FileHeader, KeyTable, BLOCK_BYTES, CHECKPOINT_SLOT_OFFSETS, CIPHER_AES_256_GCM,
+    CIPHER_NONE, FILE_COUNT, FILE_HEADER_AREA_BYTES, FORMAT_VERSION, FORMAT_VERSION_ENCRYPTED,
 };
 use crate::layout::{file_name, file_path, temp_file_name, Layout};
 use crate::lsn::{BlockNo, Lsn};
@@ -35,6 +36,8 @@ pub(crate) struct Opened {
     /// slots, for inspection.
     pub(crate) header: FileHeader,
     pub(crate) slots: [Option<CheckpointSlot>; 2],
+    /// An encrypted log's session, once `begin_session` started it.
+    pub(crate) session: Option<Session>,
 }
 
 impl Opened {
@@ -141,7 +144,9 @@ pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Stor
             });
         }
         remove_leftovers(dir, storage, &leftovers)?;
-        return create(dir, config, storage);
+        let mut opened = create(dir, config, storage)?;
+        begin_session(&mut opened)?;
+        return Ok(opened);
     }
     // redo.0000 was renamed first, after every file was synced under its
     // temporary name: roll the other renames forward.
@@ -163,7 +168,40 @@ pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Stor
             .map_err(|source| Error::io("fsync directory", dir, source))?;
     }
     remove_leftovers(dir, storage, &leftovers)?;
-    open_existing(dir, storage, ScanMode::Repair)
+    let mut opened = open_existing(dir, storage, ScanMode::Repair, config.encryption.as_ref())?;
+    begin_session(&mut opened)?;
+    Ok(opened)
+}
+
+/// An encrypted log's new session (docs/DESIGN.md §1.15): an epoch larger than
+/// any the log recorded and the key table, written into the next checkpoint
+/// slot and synced before the first group is sealed (INV-29, INV-31). The
+/// checkpoint itself does not move.
+fn begin_session(opened: &mut Opened) -> Result<()> {
+    let Some(opener) = opened.files.opener.clone() else { return Ok(()) };
+    let path = opened.files.paths[0].clone();
+    let recorded = opened.slots.iter().flatten().map(|slot| slot.epoch).max().unwrap_or(0);
+    let epoch = recorded.checked_add(1).ok_or_else(|| Error::Corruption {
+        path: path.clone(),
+        offset: CHECKPOINT_SLOT_OFFSETS[0],
+        lsn: Lsn(0),
+        reason: "the session epoch is at its maximum: copy the log's contents into a new log".into(),
+    })?;
+    let session = opener.begin_session(epoch, &opened.scan.key_ids)?;
+    let number = opened.checkpoint.number + 1;
+    let slot = CheckpointSlot { number, flags: 0, epoch, keys: session.keys, ..opened.checkpoint };
+    let index = CheckpointSlot::slot_index(number);
+    let file = &opened.files.handles[0];
+    failpoint("session.write")
+        .and_then(|()| file.write_all_at(&[&slot.encode()], CHECKPOINT_SLOT_OFFSETS[index]))
+        .map_err(|source| Error::io("write", &path, source))?;
+    failpoint("session.sync")
+        .and_then(|()| file.sync_data())
+        .map_err(|source| Error::io("fdatasync", &path, source))?;
+    opened.checkpoint = slot;
+    opened.slots[index] = Some(slot);
+    opened.session = Some(session);
+    Ok(())
 }
 
 fn remove_leftovers(dir: &Path, storage: &Arc<dyn Storage>, leftovers: &[PathBuf]) -> Result<()> {
@@ -186,12 +224,11 @@ fn random_log_id() -> Result<u128> {
     Ok(u128::from_le_bytes(bytes))
 }
 
-/// Creates the four files under temporary names, fills them with zeros, syncs
-/// them, and renames them into place with `redo.0000` first (INV-16).
-fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Opened> {
-    let layout = Layout::new(config.file_bytes());
+/// The file header and first checkpoint of a new log of `layout`.
+fn new_log_header(config: &Config, layout: &Layout) -> Result<(FileHeader, CheckpointSlot)> {
+    let encrypted = config.encryption.is_some();
     let header = FileHeader {
-        format_version: FORMAT_VERSION,
+        format_version: if encrypted { FORMAT_VERSION_ENCRYPTED } else { FORMAT_VERSION },
         file_no: 0,
         file_count: FILE_COUNT,
         block_bytes: BLOCK_BYTES as u32,
@@ -199,6 +236,7 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
         file_bytes: layout.file_bytes,
         first_lsn: FIRST_BLOCK.data_start().0,
         unsynced_bytes_max: Config::unsynced_bytes_max(layout.ring_blocks * BLOCK_BYTES as u64),
+        cipher: if encrypted { CIPHER_AES_256_GCM } else { CIPHER_NONE },
     };
     let checkpoint = CheckpointSlot {
         log_id: header.log_id,
@@ -206,7 +244,18 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
         lsn: header.first_lsn,
         durable_lsn: header.first_lsn,
         flags: 0,
+        epoch: 0,
+        keys: KeyTable::default(),
     };
+    Ok((header, checkpoint))
+}
+
+/// Creates the four files under temporary names, fills them with zeros, syncs
+/// them, and renames them into place with `redo.0000` first (INV-16).
+fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Opened> {
+    let layout = Layout::new(config.file_bytes());
+    let (header, checkpoint) = new_log_header(config, &layout)?;
+    let encrypted = header.cipher != CIPHER_NONE;
     let zeros = vec![0u8; ZERO_CHUNK_BYTES];
     for index in 0..FILE_COUNT as usize {
         let path = dir.join(temp_file_name(index));
@@ -257,10 +306,19 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
         }
     }
     sync_dir()?;
-    let files = Arc::new(Files { seal: BlockSeal::for_log(header.log_id), ..open_files(dir, storage)? });
+    let opener = config.encryption.as_ref().map(|keys| Arc::new(Opener::new(keys, header.log_id, KeyTable::default())));
+    let files =
+        Arc::new(Files { seal: BlockSeal::for_log(header.log_id), encrypted, opener, ..open_files(dir, storage)? });
     let end = Lsn(header.first_lsn);
-    let scan = ScanResult { start: end, end, log_end: LogEnd::Created, last_block: empty_first_block(), repair: None };
-    Ok(Opened { files, layout, checkpoint, scan, header, slots: [Some(checkpoint), None] })
+    let scan = ScanResult {
+        start: end,
+        end,
+        log_end: LogEnd::Created,
+        last_block: empty_first_block(),
+        repair: None,
+        key_ids: Vec::new(),
+    };
+    Ok(Opened { files, layout, checkpoint, scan, header, slots: [Some(checkpoint), None], session: None })
 }
 
 /// The ring image of the first block of a new log: its first group starts at
@@ -285,7 +343,7 @@ fn open_files(dir: &Path, storage: &Arc<dyn Storage>) -> Result<Files> {
         paths.push(path);
     }
     // The seal is the log's: callers set it from the file header.
-    Ok(Files { handles, paths, seal: BlockSeal::for_log(0) })
+    Ok(Files { handles, paths, seal: BlockSeal::for_log(0), encrypted: false, opener: None })
 }
 
 /// Reads and validates the header of file `index`.
@@ -307,12 +365,16 @@ fn read_header(files: &Files, index: usize) -> Result<FileHeader> {
             reason: "file header checksum mismatch".into(),
         },
     })?;
-    if header.format_version != FORMAT_VERSION {
-        return Err(Error::UnsupportedVersion {
-            path: path.clone(),
-            found: header.format_version,
-            supported: FORMAT_VERSION,
-        });
+    let cipher_ok = match header.format_version {
+        FORMAT_VERSION => header.cipher == CIPHER_NONE,
+        FORMAT_VERSION_ENCRYPTED => header.cipher == CIPHER_AES_256_GCM,
+        found => {
+            return Err(Error::UnsupportedVersion { path: path.clone(), found, supported: FORMAT_VERSION_ENCRYPTED })
+        }
+    };
+    if !cipher_ok {
+        let reason = format!("format version {} with cipher {}", header.format_version, header.cipher);
+        return Err(Error::Corruption { path: path.clone(), offset: 0, lsn: Lsn(0), reason });
     }
     let shape_ok = header.file_no == index as u32
         && header.file_count == FILE_COUNT
@@ -336,12 +398,24 @@ pub(crate) enum ScanMode {
     ReadOnly,
 }
 
-/// Opens an existing log. With `ScanMode::ReadOnly` nothing is written.
-pub(crate) fn open_existing(dir: &Path, storage: &Arc<dyn Storage>, mode: ScanMode) -> Result<Opened> {
+/// Opens an existing log. With `ScanMode::ReadOnly` nothing is written. An
+/// encrypted log's groups open with `encryption`'s keys; to repair (open for
+/// writing) it must be given exactly when the log is encrypted.
+pub(crate) fn open_existing(
+    dir: &Path,
+    storage: &Arc<dyn Storage>,
+    mode: ScanMode,
+    encryption: Option<&Encryption>,
+) -> Result<Opened> {
     let mut files = open_files(dir, storage)?;
     let header = read_header(&files, 0)?;
     files.seal = BlockSeal::for_log(header.log_id);
-    let files = Arc::new(files);
+    files.encrypted = header.cipher != CIPHER_NONE;
+    match (mode, files.encrypted, encryption) {
+        (ScanMode::Repair, true, None) => return Err(Error::KeyRequired { path: dir.to_path_buf() }),
+        (ScanMode::Repair, false, Some(_)) => return Err(Error::NotEncrypted { path: dir.to_path_buf() }),
+        _ => {}
+    }
     for index in 0..FILE_COUNT as usize {
         let other = if index == 0 { header } else { read_header(&files, index)? };
         let path = &files.paths[index];
@@ -363,12 +437,16 @@ pub(crate) fn open_existing(dir: &Path, storage: &Arc<dyn Storage>, mode: ScanMo
         return Err(Error::Corruption { path: files.paths[0].clone(), offset: 0, lsn: Lsn(0), reason });
     }
     let (checkpoint, slots) = read_checkpoint(&files, &header)?;
+    if files.encrypted {
+        files.opener = encryption.map(|keys| Arc::new(Opener::new(keys, header.log_id, checkpoint.keys)));
+    }
+    let files = Arc::new(files);
     let scan = scan(&files, &layout, &checkpoint, header.unsynced_bytes_max / BLOCK_BYTES as u64)?;
     // The scan reported; the opener decides whether to repair (INV-14).
     if let (ScanMode::Repair, Some(plan)) = (mode, &scan.repair) {
         repair(&files, &layout, plan)?;
     }
-    Ok(Opened { files, layout, checkpoint, scan, header, slots })
+    Ok(Opened { files, layout, checkpoint, scan, header, slots, session: None })
 }
 
 /// The valid checkpoint slot with the larger number (INV-15), and both slots.

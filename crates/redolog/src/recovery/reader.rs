@@ -6,10 +6,11 @@
 
 use std::sync::Arc;
 
+use crate::encryption::Opener;
 use crate::error::{Error, Result};
 use crate::format::{
     read_block_header, BlockState, GroupHeader, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES, GROUP_HEADER_BYTES,
-    RECORD_HEADER_BYTES,
+    RECORD_HEADER_BYTES, SEAL_OVERHEAD_BYTES,
 };
 use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
@@ -202,6 +203,9 @@ pub(crate) struct GroupReader {
     pub(crate) max_synced_block: BlockNo,
     /// The last block seen valid.
     pub(crate) last_valid_block: Option<BlockNo>,
+    /// An encrypted log's key ids the complete groups read so far name
+    /// (INV-31: the next session's key table keeps exactly these).
+    pub(crate) key_ids: Vec<u32>,
 }
 
 /// An internal outcome of reading bytes.
@@ -224,6 +228,7 @@ impl GroupReader {
             scratch: Vec::with_capacity(GROUP_HEADER_BYTES),
             max_synced_block: BlockNo(0),
             last_valid_block: None,
+            key_ids: Vec::new(),
         }
     }
 
@@ -372,7 +377,7 @@ impl GroupReader {
             let reason = format!("group header claims {} records in {} bytes", header.record_count, header.body_bytes);
             return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
         }
-        self.read_records(group_start, header)
+        self.read_records(group_start, header, &raw)
     }
 
     /// The step that reports a stop at `at` inside the group from `group_start`.
@@ -387,8 +392,9 @@ impl GroupReader {
         self.limit.is_some_and(|limit| self.position >= limit).then_some(StreamEnd::Limit)
     }
 
-    /// Reads the group's body in one go, then finds its records in memory.
-    fn read_records(&mut self, group_start: Lsn, header: GroupHeader) -> Result<Step> {
+    /// Reads the group's body in one go, then finds its records in memory
+    /// (in an encrypted log, once its seal is opened).
+    fn read_records(&mut self, group_start: Lsn, header: GroupHeader, raw: &[u8; GROUP_HEADER_BYTES]) -> Result<Step> {
         // The body is bounded by `Layout::group_bytes_max` (checked by the caller).
         let mut body = if self.keep_data {
             Vec::with_capacity(header.body_bytes as usize)
@@ -400,6 +406,7 @@ impl GroupReader {
         let read = self.read_bytes(header.body_bytes, Some(&mut body))?;
         let step = match read {
             Read::Stopped(stop) => Self::stopped(group_start, self.position, stop),
+            Read::Done if self.blocks.files.encrypted => self.open_sealed(group_start, header, raw, &mut body)?,
             Read::Done => match parse_records(&body, header.record_count) {
                 Ok(count) => {
                     let (data, count) =
@@ -413,6 +420,47 @@ impl GroupReader {
             self.scratch = body;
         }
         Ok(step)
+    }
+}
+
+impl GroupReader {
+    /// The step for the sealed group at `group_start` whose whole `body` was
+    /// read: its records once opened (INV-30), or, when the reader keeps no
+    /// data (the scan), the group checked only for its seal's size.
+    fn open_sealed(
+        &mut self,
+        group_start: Lsn,
+        header: GroupHeader,
+        raw: &[u8; GROUP_HEADER_BYTES],
+        body: &mut Vec<u8>,
+    ) -> Result<Step> {
+        let overhead = SEAL_OVERHEAD_BYTES as u64;
+        if header.body_bytes < overhead
+            || header.record_count * RECORD_HEADER_BYTES as u64 > header.body_bytes - overhead
+        {
+            let reason =
+                format!("encrypted group claims {} records in {} bytes", header.record_count, header.body_bytes);
+            return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
+        }
+        if !self.keep_data {
+            if let Some(key_id) = Opener::key_id_of(body).filter(|key_id| !self.key_ids.contains(key_id)) {
+                self.key_ids.push(key_id);
+            }
+            return Ok(Step::Group(Group { start: group_start, end: self.position, data: Vec::new(), count: 0 }));
+        }
+        let Some(opener) = self.blocks.files.opener.clone() else {
+            let dir = self.blocks.files.paths[0].parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+            return Err(Error::KeyRequired { path: dir });
+        };
+        if let Err(reason) = opener.open(group_start, raw, body)? {
+            return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
+        }
+        Ok(match parse_records(body, header.record_count) {
+            Ok(count) => {
+                Step::Group(Group { start: group_start, end: self.position, data: std::mem::take(body), count })
+            }
+            Err(reason) => Step::Damaged(self.blocks.damage(group_start, reason)),
+        })
     }
 }
 

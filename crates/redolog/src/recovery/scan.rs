@@ -57,6 +57,8 @@ pub(crate) struct ScanResult {
     /// What erasing the torn tail writes, if the log ends in one: applied by
     /// `repair`, a separate step the opener takes (inspection does not).
     pub(crate) repair: Option<Repair>,
+    /// An encrypted log's key ids named by the groups from the start on.
+    pub(crate) key_ids: Vec<u32>,
 }
 
 /// Where recovered groups start.
@@ -149,6 +151,7 @@ pub(crate) fn scan(
     // Past the stream: valid blocks of this lap, up to the unsynced bound beyond
     // the last one found and never into the checkpoint's part of the ring.
     let ring_limit = checkpoint_lsn.block().0 + layout.ring_blocks;
+    let key_ids = std::mem::take(&mut groups.key_ids);
     let mut blocks = groups.blocks;
     let mut max_synced_block = groups.max_synced_block;
     // The last block holding stream data: a stream that ends after a block's
@@ -177,6 +180,13 @@ pub(crate) fn scan(
         };
         return Err(blocks.corruption(stream_end, reason));
     }
+    // A clean shutdown at `durable_lsn` closed every group below it, complete
+    // and synced: no crash can leave the last complete group ending before it
+    // (a changed length field can; found by the encrypted log's tamper test).
+    if checkpoint.flags & CHECKPOINT_CLEAN_SHUTDOWN != 0 && end.0 < checkpoint.durable_lsn {
+        let reason = format!("the log was closed cleanly at {} but its groups end at {end}", checkpoint.durable_lsn);
+        return Err(blocks.corruption(end, reason));
+    }
     let clean_shutdown = checkpoint.flags & CHECKPOINT_CLEAN_SHUTDOWN != 0 && checkpoint.durable_lsn == end.0;
     let needs_erase = stream_end > end || last_current.is_some_and(|block| block > end.block());
     let (log_end, last_block, repair) = if needs_erase {
@@ -187,7 +197,7 @@ pub(crate) fn scan(
         let log_end = if clean_shutdown { LogEnd::CleanShutdown } else { LogEnd::Clean };
         (log_end, continuation_block(&mut blocks, end)?, None)
     };
-    Ok(ScanResult { start: start.lsn, end, log_end, last_block, repair })
+    Ok(ScanResult { start: start.lsn, end, log_end, last_block, repair, key_ids })
 }
 
 fn describe(state: BlockState) -> &'static str {

@@ -24,8 +24,26 @@ pub fn config(file_blocks: u64, buffer_bytes: usize) -> Config {
 /// The smallest log (four files of 32 blocks, 64 KiB: workloads wrap it) with
 /// an 8 KiB ring and group commit, so every storage operation happens on the
 /// committing thread: what the crash, fault and damage tests run on.
+///
+/// With `REDOLOG_TEST_ENCRYPTED=1` in the environment the log is encrypted
+/// ([`small_encrypted_log`]): `REDOLOG_TEST_ENCRYPTED=1 cargo test -p redolog
+/// --test crash_states --test crash_kill` runs those suites on encrypted logs
+/// (docs/RELIABILITY.md).
 pub fn small_log() -> Config {
-    Config { pipeline: redolog::Pipeline::GroupCommit, ..config(32, 8192) }
+    let encryption = std::env::var_os("REDOLOG_TEST_ENCRYPTED").is_some().then(test_keys);
+    Config { pipeline: redolog::Pipeline::GroupCommit, encryption, ..config(32, 8192) }
+}
+
+/// `small_log`, encrypted under [`test_keys`].
+pub fn small_encrypted_log() -> Config {
+    Config { encryption: Some(test_keys()), ..small_log() }
+}
+
+/// One provider for every encrypted test log of a process (key id 1).
+pub fn test_keys() -> redolog::encryption::Encryption {
+    use redolog::encryption::{Encryption, Key, Keys};
+    static KEYS: std::sync::OnceLock<Encryption> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| Encryption::new(Keys::new().with_key(1, Key::from_bytes([0x5A; 32])))).clone()
 }
 
 /// Record `index` of the fault tests: 7 B, 300 B, 900 B or 2.5 KB (within a
