@@ -11,7 +11,8 @@
 use std::path::Path;
 
 use arbitrary::{Arbitrary, Unstructured};
-use redolog::inspect::inspect_with_storage;
+use redolog::encryption::{Encryption, Key, Keys};
+use redolog::inspect::inspect_with;
 use redolog::storage::{CrashImage, CrashMode, CrashStorage, MemStorage, Storage};
 use redolog::{Config, Durability, Log, Lsn, Pipeline, Recovery};
 
@@ -23,14 +24,22 @@ pub const FILE_BYTES: usize = 12288 + 32 * 512;
 const FILES: usize = 4;
 const RING_BLOCKS: usize = FILES * 32;
 
-/// The smallest log: four files of 32 blocks, group commit (no log threads).
-pub fn config() -> Config {
+/// The smallest log: four files of 32 blocks, group commit (no log threads),
+/// encrypted with `encryption`'s keys if given.
+pub fn config(encryption: Option<&Encryption>) -> Config {
     Config {
         capacity_bytes: (FILES * FILE_BYTES) as u64,
         buffer_bytes: 4096,
         pipeline: Pipeline::GroupCommit,
+        encryption: encryption.cloned(),
         ..Config::default()
     }
+}
+
+/// The keys of the encrypted cases (one provider per process).
+pub fn keys() -> &'static Encryption {
+    static KEYS: std::sync::OnceLock<Encryption> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| Encryption::new(Keys::new().with_key(1, Key::from_bytes([0xC3; 32]))))
 }
 
 /// A group as appended or recovered: its end LSN and its records.
@@ -64,8 +73,8 @@ fn read_groups(recovery: Recovery) -> (Vec<GroupImage>, Option<redolog::Error>) 
 }
 
 /// What `redolog verify` would see: the groups, or the first error.
-fn verify(storage: &MemStorage) -> Result<Vec<GroupImage>, String> {
-    let inspection = inspect_with_storage(Path::new(DIR), storage.clone()).map_err(|error| error.to_string())?;
+fn verify(storage: &MemStorage, keys: Option<&Encryption>) -> Result<Vec<GroupImage>, String> {
+    let inspection = inspect_with(Path::new(DIR), storage.clone(), keys).map_err(|error| error.to_string())?;
     match read_groups(inspection.groups) {
         (groups, None) => Ok(groups),
         (_, Some(error)) => Err(error.to_string()),
@@ -73,9 +82,9 @@ fn verify(storage: &MemStorage) -> Result<Vec<GroupImage>, String> {
 }
 
 /// Opens the log on `storage` (repairing a torn tail) and reads every group.
-fn open(storage: &MemStorage) -> Result<(Lsn, Vec<GroupImage>), String> {
+fn open(storage: &MemStorage, keys: Option<&Encryption>) -> Result<(Lsn, Vec<GroupImage>), String> {
     let (log, recovery) =
-        Log::open_with_storage(Path::new(DIR), config(), storage.clone()).map_err(|error| error.to_string())?;
+        Log::open_with_storage(Path::new(DIR), config(keys), storage.clone()).map_err(|error| error.to_string())?;
     let checkpoint = recovery.checkpoint_lsn();
     let (groups, error) = read_groups(recovery);
     drop(log);
@@ -88,21 +97,22 @@ fn open(storage: &MemStorage) -> Result<(Lsn, Vec<GroupImage>), String> {
 /// Checks the promises every damaged directory must keep: verify and open agree
 /// (sound for one means sound for the other, with the same groups), and a second
 /// open after the first one's repair finds the same groups. Returns the open.
-fn check_consistent(storage: &MemStorage) -> Result<(Lsn, Vec<GroupImage>), String> {
+/// `keys` opens an encrypted log (and makes opening an unencrypted one an error).
+fn check_consistent(storage: &MemStorage, keys: Option<&Encryption>) -> Result<(Lsn, Vec<GroupImage>), String> {
     // No log file at all (every one removed): open creates a new log there,
     // while verify reports that there is no log. Both are right.
     let names = storage.list_dir(Path::new(DIR)).unwrap_or_default();
     if !(0..FILES).any(|index| names.contains(&file_name(index))) {
-        assert!(verify(storage).is_err(), "verify found a log in a directory without log files");
-        let opened = open(storage);
+        assert!(verify(storage, keys).is_err(), "verify found a log in a directory without log files");
+        let opened = open(storage, keys);
         if names.iter().all(|name| name.ends_with(".tmp")) {
             let (_, groups) = opened.as_ref().expect("a directory without log files gets a new log");
             assert!(groups.is_empty(), "a new log recovered groups");
         }
         return opened;
     }
-    let verified = verify(storage);
-    let opened = open(storage);
+    let verified = verify(storage, keys);
+    let opened = open(storage, keys);
     match (&verified, &opened) {
         (Ok(groups), Ok((_, opened_groups))) => {
             assert_eq!(groups, opened_groups, "verify and open read different groups")
@@ -111,7 +121,7 @@ fn check_consistent(storage: &MemStorage) -> Result<(Lsn, Vec<GroupImage>), Stri
         _ => panic!("verify and open disagree: verify {verified:?}, open {opened:?}"),
     }
     if let Ok(first) = &opened {
-        let again = open(storage).expect("a log that opened once opens again");
+        let again = open(storage, keys).expect("a log that opened once opens again");
         assert_eq!(&again, first, "a second recovery differs from the first");
     }
     opened
@@ -124,11 +134,11 @@ fn check_consistent(storage: &MemStorage) -> Result<(Lsn, Vec<GroupImage>), Stri
 pub fn raw_dir(data: &[u8]) {
     let storage = raw_storage(data);
     if data.is_empty() {
-        let (_, groups) = open(&storage).expect("an empty directory gets a new log");
+        let (_, groups) = open(&storage, None).expect("an empty directory gets a new log");
         assert!(groups.is_empty(), "a new log recovered groups");
         return;
     }
-    let _ = check_consistent(&storage);
+    let _ = check_consistent(&storage, None);
 }
 
 /// The directory [`raw_dir`]'s input encodes.
@@ -188,13 +198,16 @@ pub struct MutatedLog {
     /// Crash with a random subset of the unsynced writes lost instead.
     crash_seed: Option<u64>,
     mutations: Vec<Mutation>,
+    /// An encrypted log (docs/FORMAT.md §6.1), opened with [`keys`].
+    encrypted: bool,
 }
 
 /// Builds the workload's log; returns its image, the image halfway through,
 /// every appended group and the new log's first checkpoint.
 fn build(case: &MutatedLog, salt: u8) -> (CrashImage, CrashImage, Vec<GroupImage>, Lsn) {
     let storage = CrashStorage::new();
-    let (log, created) = Log::open_with_storage(Path::new(DIR), config(), storage.clone()).expect("create the log");
+    let keys = case.encrypted.then(keys);
+    let (log, created) = Log::open_with_storage(Path::new(DIR), config(keys), storage.clone()).expect("create the log");
     let first_checkpoint = created.checkpoint_lsn();
     let groups = &case.groups[..case.groups.len().min(48)];
     let mut appended: Vec<GroupImage> = Vec::new();
@@ -337,7 +350,7 @@ fn fill(image: &mut CrashImage, file: u8, offset: u16, len: u16, byte: u8) {
 /// The damaged directory a [`mutated_log`] input describes, with the groups
 /// appended and the new log's first checkpoint; `None` if the bytes do not
 /// parse as a case.
-fn mutated(data: &[u8]) -> Option<(CrashImage, Vec<GroupImage>, Lsn)> {
+fn mutated(data: &[u8]) -> Option<(CrashImage, Vec<GroupImage>, Lsn, bool)> {
     let case = MutatedLog::arbitrary(&mut Unstructured::new(data)).ok()?;
     let (mut image, stale, appended, first_checkpoint) = build(&case, 0);
     let mut foreign: Option<(CrashImage, Vec<GroupImage>)> = None;
@@ -365,7 +378,7 @@ fn mutated(data: &[u8]) -> Option<(CrashImage, Vec<GroupImage>, Lsn)> {
         Some((_, foreign_appended)) if other_log => foreign_appended,
         _ => appended,
     };
-    Some((image, appended, first_checkpoint))
+    Some((image, appended, first_checkpoint, case.encrypted))
 }
 
 /// The directory a fuzz input of `target` describes, as (file name, bytes):
@@ -390,9 +403,9 @@ pub fn directory(target: &str, data: &[u8]) -> Vec<(String, Vec<u8>)> {
 /// appended groups starting right after the checkpoint it used — never a
 /// reordered, duplicated or fabricated group — and verify agrees with open.
 pub fn mutated_log(data: &[u8]) {
-    let Some((image, appended, first_checkpoint)) = mutated(data) else { return };
+    let Some((image, appended, first_checkpoint, encrypted)) = mutated(data) else { return };
     let storage = image.to_storage();
-    let Ok((checkpoint, recovered)) = check_consistent(&storage) else { return };
+    let Ok((checkpoint, recovered)) = check_consistent(&storage, encrypted.then(keys)) else { return };
     let expected: Vec<&GroupImage> = appended.iter().filter(|(end, _)| *end > checkpoint).collect();
     assert!(
         checkpoint == first_checkpoint || appended.iter().any(|(end, _)| *end == checkpoint),
@@ -414,7 +427,13 @@ pub fn seed_image(groups: usize, close: bool) -> Vec<u8> {
         durability: index as u8,
         checkpoint_lag: 3,
     };
-    let case = MutatedLog { groups: (0..groups).map(spec).collect(), close, crash_seed: None, mutations: Vec::new() };
+    let case = MutatedLog {
+        groups: (0..groups).map(spec).collect(),
+        close,
+        crash_seed: None,
+        mutations: Vec::new(),
+        encrypted: false,
+    };
     let (image, ..) = build(&case, 0);
     let mut bytes = Vec::with_capacity(FILES * FILE_BYTES);
     for index in 0..FILES {
@@ -427,5 +446,5 @@ pub fn seed_image(groups: usize, close: bool) -> Vec<u8> {
 
 /// How many groups [`raw_dir`]'s encoding of a directory recovers (for tests).
 pub fn raw_dir_groups(data: &[u8]) -> Result<usize, String> {
-    open(&raw_storage(data)).map(|(_, groups)| groups.len())
+    open(&raw_storage(data), None).map(|(_, groups)| groups.len())
 }

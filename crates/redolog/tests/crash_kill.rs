@@ -41,8 +41,10 @@ const THREADS: u32 = 8;
 const CHILD_FAILPOINTS: [(&str, u32); 5] =
     [("files.open", 4), ("repair.write", 2), ("repair.sync", 2), ("writer.write", 40), ("writer.sync", 40)];
 
+/// `REDOLOG_TEST_ENCRYPTED=1`: the rounds run on an encrypted log.
 fn config() -> Config {
-    Config { capacity_bytes: 32 << 20, buffer_bytes: 256 << 10, ..Config::default() }
+    let encryption = common::small_log().encryption;
+    Config { capacity_bytes: 32 << 20, buffer_bytes: 256 << 10, encryption, ..Config::default() }
 }
 
 /// The records of commit `index` of `thread` in `round`: 1–3 records whose sizes

@@ -39,6 +39,12 @@ pub fn small_encrypted_log() -> Config {
     Config { encryption: Some(test_keys()), ..small_log() }
 }
 
+/// Bytes a one-record group adds to its record under `config`: the group
+/// and record headers (FORMAT.md §6), plus an encrypted log's seal (§6.1).
+pub fn one_record_overhead(config: &Config) -> u64 {
+    8 + 4 + if config.encryption.is_some() { 8 + 16 } else { 0 }
+}
+
 /// One provider for every encrypted test log of a process (key id 1).
 pub fn test_keys() -> redolog::encryption::Encryption {
     use redolog::encryption::{Encryption, Key, Keys};
