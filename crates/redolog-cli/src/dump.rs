@@ -6,10 +6,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use redolog::inspect::{inspect, Inspection};
+use redolog::inspect::Inspection;
 use redolog::{Group, Lsn};
 
-use crate::inspect::{print_header, BoxError};
+use crate::inspect::{print_header, BoxError, KeyOptions};
 use crate::stats::Stats;
 use crate::view::{header_json, View};
 
@@ -49,6 +49,8 @@ pub struct DumpOptions {
     /// until --end or --limit is reached or the tool is interrupted.
     #[arg(long)]
     pub follow: bool,
+    #[command(flatten)]
+    pub keys: KeyOptions,
 }
 
 /// The range asked for, checked against the log.
@@ -121,8 +123,8 @@ impl Progress {
 
 /// Prints the header, then the groups or statistics of the range asked for.
 pub fn dump(options: &DumpOptions) -> Result<(), BoxError> {
-    let range = check_range(options, inspect(&options.dir)?)?;
-    let inspection = inspect(&options.dir)?;
+    let range = check_range(options, options.keys.inspect(&options.dir)?)?;
+    let inspection = options.keys.inspect(&options.dir)?;
     let mut out = std::io::stdout().lock();
     if options.json {
         writeln!(out, "{}", header_json(&inspection))?;
@@ -144,7 +146,7 @@ pub fn dump(options: &DumpOptions) -> Result<(), BoxError> {
     while options.follow && !progress.done(range, options.limit) {
         out.flush()?;
         std::thread::sleep(FOLLOW_EVERY);
-        let inspection = inspect(&options.dir)?;
+        let inspection = options.keys.inspect(&options.dir)?;
         if inspection.start_lsn > progress.next {
             // The holder checkpointed and wrote over groups not read yet.
             view.gap(&mut out, progress.next, inspection.start_lsn)?;

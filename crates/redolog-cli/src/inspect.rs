@@ -4,7 +4,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use redolog::inspect::{inspect, CheckpointInfo, Inspection};
+use redolog::encryption::{Encryption, Keys};
+use redolog::inspect::{inspect, inspect_with_keys, CheckpointInfo, Inspection};
 use redolog::LogEnd;
 
 /// Any error the tool reports (printed, then exit 1).
@@ -76,9 +77,29 @@ pub fn print_header(out: &mut impl Write, inspection: &Inspection) -> std::io::R
     )
 }
 
+/// An encrypted log's keys: `--key-file`, read as `Keys::from_file` reads
+/// (`ID HEX` lines; only its owner may read it).
+#[derive(Debug, Default, clap::Args)]
+pub struct KeyOptions {
+    /// The keys of an encrypted log: a file of `ID HEX` lines (64 hex digits
+    /// per key) that only its owner may read.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<std::path::PathBuf>,
+}
+
+impl KeyOptions {
+    /// Inspects `dir`, with the keys if given.
+    pub fn inspect(&self, dir: &Path) -> Result<Inspection, BoxError> {
+        Ok(match &self.key_file {
+            Some(path) => inspect_with_keys(dir, &Encryption::new(Keys::from_file(path)?))?,
+            None => inspect(dir)?,
+        })
+    }
+}
+
 /// Checks every block and group; returns the summary line, or the first error.
-pub fn verify(dir: &Path) -> Result<String, BoxError> {
-    let inspection = inspect(dir)?;
+pub fn verify(dir: &Path, keys: &KeyOptions) -> Result<String, BoxError> {
+    let inspection = keys.inspect(dir)?;
     let note = in_use(&inspection).map_or(String::new(), |line| format!("\n{line}"));
     let end = inspection.end;
     let (start, end_lsn) = (inspection.start_lsn, inspection.end_lsn);

@@ -35,6 +35,8 @@ enum Command {
     Verify {
         /// The log directory.
         dir: PathBuf,
+        #[command(flatten)]
+        keys: inspect::KeyOptions,
     },
     /// The benchmarks moved to their own binary: `redolog-bench bench`,
     /// `redolog-bench raft-store`, `redolog-bench read-back`.
@@ -49,7 +51,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Dump(options) => dump::dump(options),
-        Command::Verify { dir } => inspect::verify(dir).map(|summary| println!("{summary}")),
+        Command::Verify { dir, keys } => inspect::verify(dir, keys).map(|summary| println!("{summary}")),
         Command::Moved { .. } => Err("the benchmarks are the `redolog-bench` binary: `redolog-bench bench ...`, \
                                       or from the source tree `cargo run --release -- bench ...`"
             .into()),

@@ -275,3 +275,43 @@ fn dump_follow_prints_groups_as_the_log_grows() {
     assert!(tool.0.wait().expect("wait").success());
     log.close().expect("close");
 }
+
+/// An encrypted log: `dump` and `verify` read it with `--key-file`, refuse a
+/// key file others can read, and without the keys say which are needed.
+#[test]
+fn dump_and_verify_read_an_encrypted_log_with_its_key_file() {
+    use std::os::unix::fs::PermissionsExt;
+
+    use redolog::encryption::{Encryption, Key, Keys};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hex = "5a".repeat(32);
+    let keys = Encryption::new(Keys::new().with_key(4, Key::from_hex(&hex).expect("a key")));
+    let config = Config { capacity_bytes: 1 << 20, encryption: Some(keys), ..Config::default() };
+    let (log, _) = Log::open(dir.path().join("log"), config).expect("create");
+    log.commit(b"the secret payload", Durability::Synced).expect("commit");
+    log.close().expect("close");
+    let path = dir.path().join("log");
+    let path = path.to_str().expect("utf-8 path");
+    let key_file = dir.path().join("keys");
+    std::fs::write(&key_file, format!("# the log's key\n4 {hex}\n")).expect("write keys");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let key_file = key_file.to_str().expect("utf-8 path");
+
+    let output = redolog(&["dump", path, "--records", "--key-file", key_file]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("format 2"), "{stdout}");
+    assert!(stdout.contains("|the secret paylo|"), "{stdout}");
+    let output = redolog(&["verify", path, "--key-file", key_file]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("sound. 1 groups"), "{}", text(&output.stdout));
+
+    let output = redolog(&["dump", path]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("is an encrypted log: give its keys"), "{}", text(&output.stderr));
+    std::fs::set_permissions(key_file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let output = redolog(&["verify", path, "--key-file", key_file]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("accessible by others (mode 0644)"), "{}", text(&output.stderr));
+}
