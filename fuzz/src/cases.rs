@@ -381,6 +381,11 @@ fn mutated(data: &[u8]) -> Option<(CrashImage, Vec<GroupImage>, Lsn, bool)> {
     Some((image, appended, first_checkpoint, case.encrypted))
 }
 
+/// Whether a `mutated_log` input builds an encrypted log.
+pub fn is_encrypted_case(data: &[u8]) -> bool {
+    MutatedLog::arbitrary(&mut Unstructured::new(data)).is_ok_and(|case| case.encrypted)
+}
+
 /// The directory a fuzz input of `target` describes, as (file name, bytes):
 /// to write out for `redolog verify`.
 pub fn directory(target: &str, data: &[u8]) -> Vec<(String, Vec<u8>)> {

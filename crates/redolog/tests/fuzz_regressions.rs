@@ -42,6 +42,21 @@ fn mutated_log_regressions_pass() {
     assert!(count >= 1, "the mutated_log corpus is empty");
 }
 
+/// The structure-aware corpus holds encrypted logs (`MutatedLog::encrypted`),
+/// so every `cargo test` replays damage on sealed groups too.
+#[test]
+fn the_mutated_log_corpus_covers_encrypted_logs() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions/mutated_log");
+    let encrypted = std::fs::read_dir(&dir)
+        .expect("the corpus")
+        .filter(|entry| {
+            let path = entry.as_ref().expect("directory entry").path();
+            cases::is_encrypted_case(&std::fs::read(path).expect("read an input"))
+        })
+        .count();
+    assert!(encrypted >= 10, "{encrypted} encrypted cases in the mutated_log corpus");
+}
+
 /// The seeds are sound logs in the raw encoding: they recover every group the
 /// checkpoint has not released. `REDOLOG_FUZZ_SEEDS=DIR` also writes them out.
 #[test]

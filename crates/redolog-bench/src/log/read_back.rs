@@ -34,6 +34,10 @@ pub struct ReadBackOptions {
     /// directory under the current one, removed afterwards).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Encrypt the log (`Config::encryption`): every group is opened
+    /// (AES-256-GCM) as it is read back.
+    #[arg(long)]
+    pub encrypted: bool,
 }
 
 /// One full read of the log.
@@ -76,7 +80,8 @@ fn fill(options: &ReadBackOptions) -> Result<(Log, Written), BoxError> {
     let target = (options.gib * f64::from(1u32 << 30)) as u64;
     // Room for the data, its block headers and a margin: no checkpoint needed.
     let capacity = (target + target / 16 + (64 << 20)).next_multiple_of(1 << 20);
-    let config = Config { capacity_bytes: capacity, ..Config::default() };
+    let base = if options.encrypted { super::systems::encrypted_config() } else { Config::default() };
+    let config = Config { capacity_bytes: capacity, ..base };
     let (log, _) = Log::open(dir.path(), config.clone())?;
     let start = log.end_lsn();
     let record = vec![0x5a; options.record_bytes];
@@ -90,9 +95,10 @@ fn fill(options: &ReadBackOptions) -> Result<(Log, Written), BoxError> {
     log.wait(log.end_lsn(), Durability::Synced)?;
     let end = log.end_lsn();
     println!(
-        "redolog-bench read-back: {} on {}, {groups} groups of {} × {} B, {:.2} GiB of log written in {:.1} s",
+        "redolog-bench read-back: {} on {}{}, {groups} groups of {} × {} B, {:.2} GiB of log written in {:.1} s",
         dir.path().display(),
         options.device,
+        if options.encrypted { ", encrypted" } else { "" },
         options.records_per_group,
         options.record_bytes,
         (end.as_u64() - start.as_u64()) as f64 / f64::from(1u32 << 30),

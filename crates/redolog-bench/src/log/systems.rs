@@ -139,6 +139,14 @@ pub const SYSTEMS: &[SystemRow] = &[
         open: |dir| Ok(Arc::new(OnTasks::futures(RedologSystem::open(dir, Pipeline::Auto)?))),
     },
     SystemRow {
+        name: "encrypted",
+        aliases: &[],
+        role: Role::Redolog,
+        about: "redolog with Config::encryption: every group sealed with AES-256-GCM (Pipeline::Auto)",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(RedologSystem::open_with(dir, encrypted_config())?)),
+    },
+    SystemRow {
         name: "mutex",
         aliases: &[],
         role: Role::Baseline,
@@ -155,6 +163,14 @@ pub const SYSTEMS: &[SystemRow] = &[
         open: |dir| Ok(Arc::new(RawLog::open(dir)?)),
     },
 ];
+
+/// redolog with `Config::encryption`, under a fixed benchmark key: what
+/// `encrypted` and `read-back --encrypted` run.
+pub fn encrypted_config() -> Config {
+    use redolog::encryption::{Encryption, Key, Keys};
+    let keys = Keys::new().with_key(1, Key::from_bytes([0x42; 32]));
+    Config { encryption: Some(Encryption::new(keys)), ..Config::default() }
+}
 
 pub struct RedologSystem {
     /// Shared with the tasks of the `async` system.
