@@ -177,31 +177,30 @@ impl Appender {
     ) -> Result<(Lsn, Lsn, Moved)> {
         let bytes = self.check_group_size(records)?;
         stages.check()?;
-        // INV-1: one fetch_add reserves the range. SeqCst: the link buffer's head
-        // skips its slot check when no reservation lies past its link, which needs
-        // reservations in the same total order as its tail store (link_buf.rs).
-        // The bytes themselves are published through the link buffer.
-        let start_sn = self.sn().fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
-        if start_sn & SN_CLOSED != 0 {
-            return Err(Error::Closed);
-        }
-        // Poisons the log if we unwind between reserving and publishing: the hole
-        // would otherwise block every later commit forever. Forgotten on the way
-        // out, so the common path pays nothing for it.
-        let guard = PoisonOnPanic { stages, op: "append" };
-        let end = match &self.sealer {
+        let (start_sn, end) = match &self.sealer {
             None => {
+                let start_sn = self.reserve(bytes)?;
+                let guard = PoisonOnPanic { stages, op: "append" };
                 let group = GroupBytes::Clear { header: write_group_header(records, bytes), records };
-                self.copy_group(&group, Sn(start_sn), bytes, stages, port, metrics)
+                let end = self.copy_group(&group, Sn(start_sn), bytes, stages, port, metrics);
+                std::mem::forget(guard);
+                (start_sn, end)
             }
+            // The records are framed before the reservation, so the window
+            // between reserving and publishing (which later groups' `ready`
+            // waits on) holds only the cipher and the copy.
             Some(sealer) => SEALED.with(|sealed| {
                 let mut sealed = sealed.borrow_mut();
-                sealer.seal(Sn(start_sn).to_lsn(), records, &mut sealed);
+                sealer.frame(records, &mut sealed);
                 debug_assert_eq!(sealed.len() as u64, bytes);
-                self.copy_group(&GroupBytes::Sealed(&sealed), Sn(start_sn), bytes, stages, port, metrics)
-            }),
+                let start_sn = self.reserve(bytes)?;
+                let guard = PoisonOnPanic { stages, op: "append" };
+                sealer.seal(Sn(start_sn).to_lsn(), &mut sealed);
+                let end = self.copy_group(&GroupBytes::Sealed(&sealed), Sn(start_sn), bytes, stages, port, metrics);
+                std::mem::forget(guard);
+                Ok::<_, Error>((start_sn, end))
+            })?,
         };
-        std::mem::forget(guard);
         let (end, moved) = end?;
         // One counter update per group in the common case of one record: the
         // no-wait profile showed the metrics' read-modify-writes at 10% of an append.
@@ -212,6 +211,22 @@ impl Appender {
             count => metrics.records_beyond_one.add(count as u64 - 1),
         }
         Ok((Sn(start_sn).to_lsn(), end, moved))
+    }
+
+    /// INV-1: one fetch_add reserves `bytes`; returns their start. SeqCst: the
+    /// link buffer's head skips its slot check when no reservation lies past
+    /// its link, which needs reservations in the same total order as its tail
+    /// store (link_buf.rs). The bytes themselves are published through the link
+    /// buffer. The caller must publish what it reserved: until then a hole
+    /// blocks every later commit, so it poisons the log if it unwinds
+    /// (`PoisonOnPanic`; forgotten on the way out, so the common path pays
+    /// nothing for it).
+    fn reserve(&self, bytes: u64) -> Result<u64> {
+        let start_sn = self.sn().fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
+        if start_sn & SN_CLOSED != 0 {
+            return Err(Error::Closed);
+        }
+        Ok(start_sn)
     }
 
     fn check_group_size(&self, records: &[&[u8]]) -> Result<u64> {
