@@ -16,24 +16,35 @@ use crate::metrics::MetricsRecorder;
 use crate::pipeline::{PoisonOnPanic, Port, Site, Stages};
 use crate::sync::atomic::Ordering;
 
-/// A group's encoded bytes: in clear, produced piece by piece without
-/// building a buffer; or sealed (an encrypted log), built whole first.
-enum GroupBytes<'a> {
-    Clear { header: [u8; GROUP_HEADER_BYTES], records: &'a [&'a [u8]] },
-    Sealed(&'a [u8]),
+/// A group's encoded bytes, which `copy_group` copies into the ring in
+/// chunks. Generic rather than an enum: each kind's copy is compiled on its
+/// own, so the clear path inlines as it did before encryption existed.
+trait GroupBytes {
+    /// Copies encoded bytes `[skip, skip + len)` of the group into the ring at `at`.
+    fn copy_range(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn;
 }
 
-impl GroupBytes<'_> {
-    /// Copies encoded bytes `[skip, skip + len)` of the group into the ring at `at`.
+/// A group in clear, produced piece by piece without building a buffer.
+struct ClearGroup<'a> {
+    header: [u8; GROUP_HEADER_BYTES],
+    records: &'a [&'a [u8]],
+}
+
+/// A sealed group (an encrypted log), built whole first.
+struct SealedGroup<'a>(&'a [u8]);
+
+impl GroupBytes for SealedGroup<'_> {
     fn copy_range(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn {
         let mut cursor = Cursor { ring, at, position: 0, skip, end: skip + len };
-        let (header, records) = match self {
-            GroupBytes::Clear { header, records } => (header, records),
-            GroupBytes::Sealed(bytes) => {
-                cursor.emit(bytes);
-                return cursor.at;
-            }
-        };
+        cursor.emit(self.0);
+        cursor.at
+    }
+}
+
+impl GroupBytes for ClearGroup<'_> {
+    fn copy_range(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn {
+        let mut cursor = Cursor { ring, at, position: 0, skip, end: skip + len };
+        let (header, records) = (&self.header, self.records);
         // The group header and the first record's length go out as one piece: a
         // single-record group (the common commit) is then two copies, not three.
         let mut head = [0u8; GROUP_HEADER_BYTES + RECORD_HEADER_BYTES];
@@ -181,25 +192,12 @@ impl Appender {
             None => {
                 let start_sn = self.reserve(bytes)?;
                 let guard = PoisonOnPanic { stages, op: "append" };
-                let group = GroupBytes::Clear { header: write_group_header(records, bytes), records };
+                let group = ClearGroup { header: write_group_header(records, bytes), records };
                 let end = self.copy_group(&group, Sn(start_sn), bytes, stages, port, metrics);
                 std::mem::forget(guard);
                 (start_sn, end)
             }
-            // The records are framed before the reservation, so the window
-            // between reserving and publishing (which later groups' `ready`
-            // waits on) holds only the cipher and the copy.
-            Some(sealer) => SEALED.with(|sealed| {
-                let mut sealed = sealed.borrow_mut();
-                sealer.frame(records, &mut sealed);
-                debug_assert_eq!(sealed.len() as u64, bytes);
-                let start_sn = self.reserve(bytes)?;
-                let guard = PoisonOnPanic { stages, op: "append" };
-                sealer.seal(Sn(start_sn).to_lsn(), &mut sealed);
-                let end = self.copy_group(&GroupBytes::Sealed(&sealed), Sn(start_sn), bytes, stages, port, metrics);
-                std::mem::forget(guard);
-                Ok::<_, Error>((start_sn, end))
-            })?,
+            Some(sealer) => self.reserve_sealed(sealer, records, bytes, (stages, port), metrics)?,
         };
         let (end, moved) = end?;
         // One counter update per group in the common case of one record: the
@@ -211,6 +209,34 @@ impl Appender {
             count => metrics.records_beyond_one.add(count as u64 - 1),
         }
         Ok((Sn(start_sn).to_lsn(), end, moved))
+    }
+
+    /// `append_group`'s reserve and copy in an encrypted log, apart so the
+    /// clear path compiles as it did before encryption (callgrind: +68
+    /// instructions per append when both shared one function). The records
+    /// are framed before the reservation, so the window between reserving and
+    /// publishing (which later groups' `ready` waits on) holds only the cipher
+    /// and the copy. Returns the group's start and what `copy_group` returned.
+    #[inline(never)]
+    fn reserve_sealed<W, P: Port<Writer = W>>(
+        &self,
+        sealer: &Sealer,
+        records: &[&[u8]],
+        bytes: u64,
+        (stages, port): (&Stages<W>, &P),
+        metrics: &MetricsRecorder,
+    ) -> Result<(u64, Result<(Lsn, Moved)>)> {
+        SEALED.with(|sealed| {
+            let mut sealed = sealed.borrow_mut();
+            sealer.frame(records, &mut sealed);
+            debug_assert_eq!(sealed.len() as u64, bytes);
+            let start_sn = self.reserve(bytes)?;
+            let guard = PoisonOnPanic { stages, op: "append" };
+            sealer.seal(Sn(start_sn).to_lsn(), &mut sealed);
+            let end = self.copy_group(&SealedGroup(&sealed), Sn(start_sn), bytes, stages, port, metrics);
+            std::mem::forget(guard);
+            Ok((start_sn, end))
+        })
     }
 
     /// INV-1: one fetch_add reserves `bytes`; returns their start. SeqCst: the
@@ -258,9 +284,9 @@ impl Appender {
     /// own link, so a group larger than the ring streams through it. Returns the
     /// group's end and, if publishing its last chunk moved `ready`, the stretch
     /// it moved by, which the caller must notify (`Stages::ready_moved`).
-    fn copy_group<W, P: Port<Writer = W>>(
+    fn copy_group<G: GroupBytes, W, P: Port<Writer = W>>(
         &self,
-        group: &GroupBytes<'_>,
+        group: &G,
         start: Sn,
         bytes: u64,
         stages: &Stages<W>,

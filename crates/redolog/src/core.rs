@@ -269,6 +269,7 @@ impl Core {
             log_lsn_last_checkpoint: self.checkpoints.lsn().0,
         };
         let mut metrics = self.metrics.snapshot(lsns);
+        metrics.log_write_time_us = self.stages.write_passes_ns() / 1000;
         let cpu = self.cpu.sample();
         metrics.cpu_usable = cpu.usable;
         metrics.cpu_busy_pct = cpu.busy_pct;
@@ -294,9 +295,7 @@ impl Port for Core {
         // INV-25: readers learn which lap's blocks may be written over before
         // any is. SeqCst: a reader loads it after its read.
         self.write_intent.fetch_max(range.1 .0, Ordering::SeqCst);
-        let started = Instant::now();
         let done = writer.write(self.appender.ring(), &self.layout, &self.files, range, synced)?;
-        self.metrics.write_ns.add(started.elapsed().as_nanos() as u64);
         self.metrics.writes.add(done.calls);
         self.metrics.bytes_written.add(done.bytes);
         Ok(())
@@ -305,7 +304,8 @@ impl Port for Core {
     fn sync(&self, range: (Lsn, Lsn), started: Instant) -> std::result::Result<Instant, IoFailure> {
         let fsyncs = self.files.sync_range(&self.layout, range, started, |elapsed| {
             self.metrics.fsync_us.record_us(elapsed.as_micros() as u64);
-            self.metrics.fsync_ns.add(elapsed.as_nanos() as u64);
+            // The sync role's own counter (one syncer at a time).
+            self.metrics.fsync_ns.add_as_sole_writer(elapsed.as_nanos() as u64);
         })?;
         self.metrics.fsyncs.add(fsyncs.calls);
         Ok(fsyncs.finished)

@@ -165,6 +165,11 @@ impl<W> Stages<W> {
         }
     }
 
+    /// Time the write passes took, summed, in ns.
+    pub(crate) fn write_passes_ns(&self) -> u64 {
+        self.write.pass.total_ns()
+    }
+
     /// End of what was handed to the OS (INV-4).
     pub(crate) fn written(&self) -> Lsn {
         self.write.done()

@@ -50,6 +50,9 @@ impl Spin {
 #[derive(Default)]
 pub(crate) struct PassTime {
     ema_ns: AtomicU64,
+    /// Every pass's duration, summed (metrics: pg_stat_wal's `wal_write_time`).
+    /// A std atomic even under loom: statistics, outside the protocol.
+    total_ns: std::sync::atomic::AtomicU64,
 }
 
 impl PassTime {
@@ -59,6 +62,17 @@ impl PassTime {
         let old = self.ema_ns.load(Ordering::Relaxed);
         let new = if old == 0 { sample } else { old - old / 8 + sample / 8 };
         self.ema_ns.store(new, Ordering::Relaxed);
+        // One recorder at a time (the role's holder): no read-modify-write.
+        let total = &self.total_ns;
+        total.store(
+            total.load(std::sync::atomic::Ordering::Relaxed).wrapping_add(sample),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// Every pass's duration so far, summed, in ns.
+    pub(crate) fn total_ns(&self) -> u64 {
+        self.total_ns.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The expected duration of a pass, in ns (0 before the first pass).
