@@ -4,6 +4,8 @@
 //! appender's own ring bytes and link slot, and the link-buffer tail.
 
 use crate::buffer::RingBuffer;
+use zeroize::Zeroize;
+
 use crate::encryption::Sealer;
 use crate::error::{Error, Result};
 use crate::format::{
@@ -230,7 +232,14 @@ impl Appender {
             let mut sealed = sealed.borrow_mut();
             sealer.frame(records, &mut sealed);
             debug_assert_eq!(sealed.len() as u64, bytes);
-            let start_sn = self.reserve(bytes)?;
+            let start_sn = match self.reserve(bytes) {
+                Ok(start_sn) => start_sn,
+                Err(error) => {
+                    // The framed records are plaintext: not left in the buffer.
+                    sealed.zeroize();
+                    return Err(error);
+                }
+            };
             let guard = PoisonOnPanic { stages, op: "append" };
             sealer.seal(Sn(start_sn).to_lsn(), &mut sealed);
             let end = self.copy_group(&SealedGroup(&sealed), Sn(start_sn), bytes, stages, port, metrics);

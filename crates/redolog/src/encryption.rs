@@ -63,14 +63,15 @@ impl Key {
 
     /// The key written as 64 hexadecimal digits.
     pub fn from_hex(hex: &str) -> std::result::Result<Key, String> {
-        let hex = hex.trim();
-        if hex.len() != 64 || !hex.is_ascii() {
-            return Err(format!("a key is 64 hexadecimal digits, not {} characters", hex.chars().count()));
+        // The errors never echo the text: it may be a key.
+        let hex = hex.trim().as_bytes();
+        if hex.len() != 64 {
+            return Err(format!("a key is 64 hexadecimal digits, not {} characters", hex.len()));
         }
+        let digit = |byte: u8| char::from(byte).to_digit(16).ok_or("a key holds a character that is not a hex digit");
         let mut bytes = Zeroizing::new([0u8; 32]);
         for (index, byte) in bytes.iter_mut().enumerate() {
-            let digits = &hex[2 * index..2 * index + 2];
-            *byte = u8::from_str_radix(digits, 16).map_err(|_| format!("{digits:?} is not hexadecimal"))?;
+            *byte = (digit(hex[2 * index])? << 4 | digit(hex[2 * index + 1])?) as u8;
         }
         Ok(Key(bytes))
     }
@@ -146,7 +147,8 @@ impl Keys {
                 continue;
             }
             let entry = line.split_once(char::is_whitespace).map(|(id, hex)| {
-                let id = id.parse::<u32>().map_err(|error| format!("key id {id:?}: {error}"));
+                // Never echoed: a line written `HEX ID` would print the key.
+                let id = id.parse::<u32>().map_err(|_| "the key id is not a number from 0 to 4294967295".to_string());
                 id.and_then(|id| Ok((id, Key::from_hex(hex)?)))
             });
             match entry {
@@ -161,17 +163,37 @@ impl Keys {
         Ok(keys)
     }
 
-    /// Reads the keys in file `path`, which only its owner may read or write
-    /// (as ssh demands of a private key): else `Error::UnsafeKeyFile`.
+    /// Reads the keys in file `path`: a regular file (not a symbolic link)
+    /// owned by this process's user (or root) that nobody else may read or
+    /// write, as ssh demands of a private key; else `Error::UnsafeKeyFile`.
+    /// The checks and the read use one open descriptor.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Keys> {
-        use std::os::unix::fs::PermissionsExt;
+        use rustix::fs::{FileType, Mode, OFlags};
+        use std::io::Read;
         let path = path.as_ref();
-        let metadata = std::fs::metadata(path).map_err(|source| Error::io("stat", path, source))?;
-        let mode = metadata.permissions().mode() & 0o7777;
-        if mode & 0o077 != 0 {
-            return Err(Error::UnsafeKeyFile { path: path.to_path_buf(), mode });
+        let unsafe_file = |reason: String| Error::UnsafeKeyFile { path: path.to_path_buf(), reason };
+        // NONBLOCK: a FIFO planted there does not hang the open.
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|errno| match errno {
+            rustix::io::Errno::LOOP => unsafe_file("it is a symbolic link".into()),
+            errno => Error::io("open", path, errno.into()),
+        })?;
+        let stat = rustix::fs::fstat(&fd).map_err(|errno| Error::io("stat", path, errno.into()))?;
+        let mode = stat.st_mode & 0o7777;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(unsafe_file("it is not a regular file".into()));
         }
-        let text = Zeroizing::new(std::fs::read_to_string(path).map_err(|source| Error::io("read", path, source))?);
+        let me = rustix::process::geteuid().as_raw();
+        if stat.st_uid != me && stat.st_uid != 0 {
+            return Err(unsafe_file(format!("it belongs to user {}, not to this process's user {me}", stat.st_uid)));
+        }
+        if mode & 0o077 != 0 {
+            return Err(unsafe_file(format!(
+                "accessible by others (mode {mode:04o}): allow only its owner (chmod 600)"
+            )));
+        }
+        let mut text = Zeroizing::new(String::new());
+        std::fs::File::from(fd).read_to_string(&mut text).map_err(|source| Error::io("read", path, source))?;
         Keys::parse(&text).map_err(|reason| Error::InvalidKeys { origin: path.display().to_string(), reason })
     }
 
@@ -224,15 +246,6 @@ impl PartialEq for Encryption {
 
 impl Eq for Encryption {}
 
-/// A key made this log's: the AES-256-GCM key and the key check, both
-/// derived with HKDF-SHA256 from the user's key and the log's id, so two
-/// logs under one key never share a nonce's key (INV-29).
-#[derive(Clone)]
-struct Derived {
-    cipher: Arc<LessSafeKey>,
-    check: u32,
-}
-
 /// An HKDF output length (ring's `hkdf::KeyType`).
 struct Bytes(usize);
 
@@ -242,23 +255,43 @@ impl hkdf::KeyType for Bytes {
     }
 }
 
-/// HKDF-SHA256 (RFC 5869) of `key`, salted with the log's id, expanded with `info`.
+/// HKDF-SHA256 (RFC 5869) of `key` with `salt`, expanded with `info`.
 #[allow(clippy::expect_used)] // HKDF-SHA256 expands up to 8160 bytes: 32 and 4 always fit
-fn expand(key: &Key, log_id: u128, info: &[u8], out: &mut [u8]) {
-    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &log_id.to_le_bytes()).extract(&key.0[..]);
+fn expand(key: &Key, salt: &[u8], info: &[u8], out: &mut [u8]) {
+    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, salt).extract(&key.0[..]);
     let info = [info];
     let okm = prk.expand(&info, Bytes(out.len())).expect("32 and 4 bytes fit HKDF-SHA256");
     okm.fill(out).expect("the output is the length asked for");
 }
 
-#[allow(clippy::expect_used)] // AES-256-GCM takes exactly the 32 bytes expanded
-fn derive(key: &Key, log_id: u128) -> Derived {
-    let mut group_key = Zeroizing::new([0u8; 32]);
-    expand(key, log_id, b"redolog v2 group key", &mut group_key[..]);
+/// The key check of `key` in the log `log_id` (FORMAT.md §3, §6.1): tells a
+/// wrong key from damage.
+fn key_check(key: &Key, log_id: u128) -> u32 {
     let mut check = [0u8; 4];
-    expand(key, log_id, b"redolog v2 key check", &mut check);
+    expand(key, &log_id.to_le_bytes(), b"redolog v2 key check", &mut check);
+    u32::from_le_bytes(check)
+}
+
+/// The AES-256-GCM key of the session with random `salt` of the log `log_id`
+/// under `key` (INV-29): unique to the log and to the session, so neither two
+/// logs under one key nor two copies of one log that both write ever share it.
+#[allow(clippy::expect_used)] // AES-256-GCM takes exactly the 32 bytes expanded
+fn session_cipher(key: &Key, log_id: u128, salt: u64) -> Arc<LessSafeKey> {
+    let mut hkdf_salt = [0u8; 24];
+    hkdf_salt[..16].copy_from_slice(&log_id.to_le_bytes());
+    hkdf_salt[16..].copy_from_slice(&salt.to_le_bytes());
+    let mut group_key = Zeroizing::new([0u8; 32]);
+    expand(key, &hkdf_salt, b"redolog v2 group key", &mut group_key[..]);
     let key = UnboundKey::new(&AES_256_GCM, &group_key[..]).expect("AES-256-GCM takes a 32-byte key");
-    Derived { cipher: Arc::new(LessSafeKey::new(key)), check: u32::from_le_bytes(check) }
+    Arc::new(LessSafeKey::new(key))
+}
+
+/// A random session salt.
+fn random_salt() -> Result<u64> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes)
+        .map_err(|error| Error::io("getrandom", "", std::io::Error::other(error.to_string())))?;
+    Ok(u64::from_le_bytes(bytes))
 }
 
 /// The nonce of the group starting at `start` in session `epoch` (INV-29).
@@ -273,7 +306,8 @@ fn nonce(epoch: u32, start: Lsn) -> [u8; 12] {
 pub(crate) struct Sealer {
     key_id: u32,
     epoch: u32,
-    derived: Derived,
+    salt: u64,
+    cipher: Arc<LessSafeKey>,
 }
 
 /// A session's keys: its sealer, its epoch and the key table its checkpoint
@@ -286,8 +320,8 @@ pub(crate) struct Session {
 
 impl Sealer {
     /// Frames `records` into `out` as a sealed group before its start is
-    /// known: `header, key_id, epoch, records` in clear, to be sealed in
-    /// place by [`Sealer::seal`] (FORMAT.md §6.1).
+    /// known: `header, key_id, epoch, salt, records` in clear, to be sealed
+    /// in place by [`Sealer::seal`] (FORMAT.md §6.1).
     pub(crate) fn frame(&self, records: &[&[u8]], out: &mut Vec<u8>) {
         let plain: usize = records.iter().map(|record| RECORD_HEADER_BYTES + record.len()).sum();
         out.clear();
@@ -296,6 +330,7 @@ impl Sealer {
         out.extend_from_slice(&(records.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.key_id.to_le_bytes());
         out.extend_from_slice(&self.epoch.to_le_bytes());
+        out.extend_from_slice(&self.salt.to_le_bytes());
         for record in records {
             out.extend_from_slice(&(record.len() as u32).to_le_bytes());
             out.extend_from_slice(record);
@@ -311,7 +346,6 @@ impl Sealer {
         let (body, tag_out) = rest.split_at_mut(rest.len() - SEAL_TAG_BYTES);
         let nonce = Nonce::assume_unique_for_key(nonce(self.epoch, start));
         let tag = self
-            .derived
             .cipher
             .seal_in_place_separate_tag(nonce, Aad::from(&*aad), body)
             .expect("a group is within AES-GCM's message limit");
@@ -323,15 +357,32 @@ impl Sealer {
 pub(crate) struct Opener {
     log_id: u128,
     provider: Arc<dyn KeyProvider>,
-    /// The keys the log records (INV-31): a group naming another is damage.
+    /// The keys the log recorded, with their checks (INV-31): the slot's table
+    /// and, once a session began, every entry the log ever recorded while open.
     table: RwLock<KeyTable>,
-    /// Keys derived so far, by id.
-    derived: RwLock<BTreeMap<u32, Arc<Derived>>>,
+    /// Session ciphers derived so far, by key id and session salt.
+    ciphers: RwLock<BTreeMap<(u32, u64), Arc<LessSafeKey>>>,
 }
 
 impl fmt::Debug for Opener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Opener").field("keys", &*self.table.read()).finish_non_exhaustive()
+    }
+}
+
+/// The fields of a seal header (FORMAT.md §6.1).
+struct SealHeader {
+    key_id: u32,
+    epoch: u32,
+    salt: u64,
+}
+
+impl SealHeader {
+    fn decode(seal: &[u8; SEAL_HEADER_BYTES]) -> SealHeader {
+        let word = |at: usize| u32::from_le_bytes([seal[at], seal[at + 1], seal[at + 2], seal[at + 3]]);
+        let mut salt = [0u8; 8];
+        salt.copy_from_slice(&seal[8..16]);
+        SealHeader { key_id: word(0), epoch: word(4), salt: u64::from_le_bytes(salt) }
     }
 }
 
@@ -341,53 +392,65 @@ impl Opener {
             log_id,
             provider: encryption.provider.clone(),
             table: RwLock::new(table),
-            derived: RwLock::new(BTreeMap::new()),
+            ciphers: RwLock::new(BTreeMap::new()),
         }
     }
 
-    /// The key with id `key_id`, derived, checked against the table's check.
-    fn derived(&self, key_id: u32, recorded_check: u32, needed: impl Fn() -> String) -> Result<Arc<Derived>> {
-        if let Some(derived) = self.derived.read().get(&key_id) {
-            return Ok(derived.clone());
+    /// The cipher of the session `seal` names. A key id the table records must
+    /// come with the recorded check (else `WrongKey`); one it does not record
+    /// (a group before the checkpoint, read by `read_from`, under a key
+    /// retired from the table) is tried as the provider gives it, and the tag
+    /// decides. `Ok(None)`: the id is neither recorded nor the provider's,
+    /// which a changed key id byte also gives: damage.
+    fn cipher(&self, seal: &SealHeader, needed: impl Fn() -> String) -> Result<Option<Arc<LessSafeKey>>> {
+        if let Some(cipher) = self.ciphers.read().get(&(seal.key_id, seal.salt)) {
+            return Ok(Some(cipher.clone()));
         }
-        let key = self.provider.key(key_id).ok_or_else(|| Error::MissingKey { key_id, needed: needed() })?;
-        let derived = Arc::new(derive(&key, self.log_id));
-        if derived.check != recorded_check {
+        let key_id = seal.key_id;
+        let recorded = self.table.read().check_of(key_id);
+        let key = match (self.provider.key(key_id), recorded) {
+            (Some(key), _) => key,
+            (None, Some(_)) => return Err(Error::MissingKey { key_id, needed: needed() }),
+            (None, None) => return Ok(None),
+        };
+        if recorded.is_some_and(|check| check != key_check(&key, self.log_id)) {
             return Err(Error::WrongKey { key_id, needed: needed() });
         }
-        self.derived.write().insert(key_id, derived.clone());
-        Ok(derived)
+        let cipher = session_cipher(&key, self.log_id, seal.salt);
+        self.ciphers.write().insert((key_id, seal.salt), cipher.clone());
+        Ok(Some(cipher))
     }
 
     /// Opens the sealed `body` of the group at `start` with `header`: on
-    /// success `body` holds the records. `Err` for a key the provider lacks
-    /// or that is not the one recorded; `Ok(Err(reason))` for damage: a key
-    /// the log does not record, or authentication failed (INV-30).
+    /// success `body` holds the records. `Err` for a recorded key the provider
+    /// lacks or that is not the one recorded; `Ok(Err(reason))` for damage: a
+    /// key id neither recorded nor known to the provider, or authentication
+    /// failed (INV-30).
     pub(crate) fn open(
         &self,
         start: Lsn,
         header: &[u8; GROUP_HEADER_BYTES],
         body: &mut Vec<u8>,
     ) -> Result<std::result::Result<(), String>> {
-        let Some((seal, rest)) = body.split_first_chunk::<SEAL_HEADER_BYTES>() else {
+        let Some((seal_bytes, rest)) = body.split_first_chunk::<SEAL_HEADER_BYTES>() else {
             return Ok(Err(format!("an encrypted group of {} bytes is shorter than its seal", body.len())));
         };
         if rest.len() < SEAL_TAG_BYTES {
             return Ok(Err(format!("an encrypted group of {} bytes is shorter than its seal", body.len())));
         }
-        let key_id = u32::from_le_bytes([seal[0], seal[1], seal[2], seal[3]]);
-        let epoch = u32::from_le_bytes([seal[4], seal[5], seal[6], seal[7]]);
-        let Some(check) = self.table.read().check_of(key_id) else {
-            return Ok(Err(format!("the group names key id {key_id}, which the log does not record")));
+        let seal = SealHeader::decode(seal_bytes);
+        let Some(cipher) = self.cipher(&seal, || format!("to read the group at LSN {start}"))? else {
+            let key_id = seal.key_id;
+            return Ok(Err(format!("the group names key id {key_id}, which neither the log nor the provider has")));
         };
-        let derived = self.derived(key_id, check, || format!("to read the group at LSN {start}"))?;
         let mut aad = [0u8; GROUP_HEADER_BYTES + SEAL_HEADER_BYTES];
         aad[..GROUP_HEADER_BYTES].copy_from_slice(header);
-        aad[GROUP_HEADER_BYTES..].copy_from_slice(seal);
+        aad[GROUP_HEADER_BYTES..].copy_from_slice(seal_bytes);
         let tag_at = body.len() - SEAL_TAG_BYTES;
-        let nonce = Nonce::assume_unique_for_key(nonce(epoch, start));
+        let nonce = Nonce::assume_unique_for_key(nonce(seal.epoch, start));
         // Sealed records then tag, opened in place: the plaintext is the records.
-        if derived.cipher.open_in_place(nonce, Aad::from(&aad), &mut body[SEAL_HEADER_BYTES..]).is_err() {
+        if cipher.open_in_place(nonce, Aad::from(&aad), &mut body[SEAL_HEADER_BYTES..]).is_err() {
+            let key_id = seal.key_id;
             return Ok(Err(format!("the group fails authentication under key id {key_id}")));
         }
         body.truncate(tag_at);
@@ -400,24 +463,25 @@ impl Opener {
         body.first_chunk::<4>().map(|id| u32::from_le_bytes(*id))
     }
 
-    /// Starts a session that seals with the provider's current key: checks it
-    /// against the table, and records it (INV-31). `epoch` is the session's,
-    /// larger than any the log recorded (INV-29); `seen` the key ids of the
-    /// groups from the checkpoint on, whose entries the new table keeps.
+    /// Starts a session that seals with the provider's current key under a
+    /// fresh random salt: checks the key against the table, and records it
+    /// (INV-31). `epoch` is the session's, larger than any the log recorded
+    /// (INV-29); `seen` the key ids of the groups from the checkpoint on, whose
+    /// entries the new slot table keeps (the table in memory keeps them all).
     pub(crate) fn begin_session(&self, epoch: u32, seen: &[u32]) -> Result<Session> {
         let key_id = self.provider.current_key_id();
         let needed = || "to seal new groups (the provider's current key)".to_string();
         let key = self.provider.key(key_id).ok_or_else(|| Error::MissingKey { key_id, needed: needed() })?;
-        let derived = derive(&key, self.log_id);
+        let check = key_check(&key, self.log_id);
         let old = *self.table.read();
-        if old.check_of(key_id).is_some_and(|check| check != derived.check) {
+        if old.check_of(key_id).is_some_and(|recorded| recorded != check) {
             return Err(Error::WrongKey { key_id, needed: needed() });
         }
         let mut keys = KeyTable::default();
-        for (id, check) in old.entries().iter().filter(|(id, _)| seen.contains(id)) {
-            keys.insert(*id, *check);
+        for (id, recorded) in old.entries().iter().filter(|(id, _)| seen.contains(id)) {
+            keys.insert(*id, *recorded);
         }
-        if !keys.insert(key_id, derived.check) {
+        if !keys.insert(key_id, check) {
             return Err(Error::InvalidConfig {
                 field: "Config::encryption",
                 value: format!("current key id {key_id}"),
@@ -427,10 +491,15 @@ impl Opener {
                 ),
             });
         }
-        // Readers of this session's groups (and of the older ones) use the new table.
-        *self.table.write() = keys;
-        self.derived.write().insert(key_id, Arc::new(derived.clone()));
-        Ok(Session { sealer: Sealer { key_id, epoch, derived }, epoch, keys })
+        // The table in memory keeps every entry it had, for `read_from`
+        // before the checkpoint; it only grows by the current key.
+        let mut known = old;
+        known.insert(key_id, check);
+        *self.table.write() = known;
+        let salt = random_salt()?;
+        let cipher = session_cipher(&key, self.log_id, salt);
+        self.ciphers.write().insert((key_id, salt), cipher.clone());
+        Ok(Session { sealer: Sealer { key_id, epoch, salt, cipher }, epoch, keys })
     }
 }
 
@@ -445,13 +514,27 @@ mod tests {
     fn a_sealed_group_matches_the_format_byte_for_byte() {
         let key = Key::from_bytes([7; 32]);
         let log_id = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210_u128;
-        let derived = derive(&key, log_id);
-        assert_eq!(derived.check, 0x8b91_ced9);
-        let sealer = Sealer { key_id: 1, epoch: 3, derived };
+        assert_eq!(key_check(&key, log_id), 0x8b91_ced9);
+        let salt = 0x1122_3344_5566_7788;
+        let sealer = Sealer { key_id: 1, epoch: 3, salt, cipher: session_cipher(&key, log_id, salt) };
         let mut group = Vec::new();
         sealer.frame(&[b"hello"], &mut group);
         sealer.seal(Lsn(8208), &mut group);
         let hex: String = group.iter().map(|byte| format!("{byte:02x}")).collect();
-        assert_eq!(hex, "210000000100000001000000030000009a6df75a8e12c902cf82699f80dcd4e87bac13873062a9e5e7");
+        assert_eq!(
+            hex,
+            "29000000010000000100000003000000887766554433221196aed31d01d94df80f2f715819b79ba8a066371d8595ad31f9"
+        );
+    }
+
+    /// Errors about a key file's text never echo it: it may hold a key.
+    #[test]
+    fn key_errors_never_echo_the_key() {
+        let key = "ab".repeat(32);
+        for text in [format!("{key} 1"), format!("1 {}+", &key[..63]), format!("1 {key}x")] {
+            let error = Keys::parse(&text).expect_err("malformed");
+            assert!(!error.contains(&key[..16]), "{error}");
+        }
+        assert!(Key::from_hex(&format!("+{}", &key[1..])).is_err(), "a sign is not a hex digit");
     }
 }

@@ -215,13 +215,14 @@ pub enum Error {
         path: PathBuf,
     },
 
-    /// A key file others may read or write.
-    #[error("key file {path} is accessible by others (mode {mode:04o}): allow only its owner (chmod 600)")]
+    /// A key file that is not a regular file of this user's that nobody else
+    /// may read or write.
+    #[error("key file {path} is unsafe: {reason}")]
     UnsafeKeyFile {
         /// The file.
         path: PathBuf,
-        /// Its permission bits.
-        mode: u32,
+        /// What is wrong with it.
+        reason: String,
     },
 
     /// Keys that cannot be read.

@@ -192,3 +192,71 @@ fn every_changed_byte_of_an_encrypted_group_is_corruption() {
     assert!(changed > 600, "{changed} bytes changed");
     assert_eq!(corruption, changed);
 }
+
+/// Two copies of one log that both write (a restored backup, a rolled-back
+/// snapshot) open with the same next epoch and append at the same LSN: the
+/// session's random salt still gives them different cipher keys, so the same
+/// record at the same LSN is sealed to different bytes (no nonce reuse).
+#[test]
+fn two_copies_of_a_log_never_seal_with_the_same_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let encryption = keys(&[1]);
+    let (original, copy) = (dir.path().join("original"), dir.path().join("copy"));
+    let (log, _) = Log::open(&original, encrypted(&encryption)).expect("create");
+    log.commit(b"before the copy", Durability::Synced).expect("commit");
+    log.close().expect("close");
+    std::fs::create_dir(&copy).expect("mkdir");
+    for index in 0..4 {
+        let name = format!("redo.{index:04}");
+        std::fs::copy(original.join(&name), copy.join(&name)).expect("copy a file");
+    }
+    let mut sealed = Vec::new();
+    for path in [&original, &copy] {
+        let (log, _) = Log::open(path, encrypted(&encryption)).expect("open a copy");
+        let end = log.commit(b"the same record", Durability::Synced).expect("commit");
+        log.close().expect("close");
+        sealed.push((end, file_bytes(path)));
+    }
+    assert_eq!(sealed[0].0, sealed[1].0, "both appended at the same LSN");
+    assert_ne!(sealed[0].1, sealed[1].1, "the copies sealed the same group identically");
+}
+
+/// `read_from` below the checkpoint, in a group sealed with a key the
+/// checkpoint's table no longer records: opened with the provider's key.
+#[test]
+fn a_group_under_a_retired_key_below_the_checkpoint_is_still_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, _) = Log::open(dir.path(), encrypted(&keys(&[1]))).expect("create");
+    let start = log.end_lsn();
+    let end = log.commit(b"under key 1", Durability::Synced).expect("commit");
+    log.checkpoint(end).expect("checkpoint");
+    log.close().expect("close");
+    let (log, _) = Log::open(dir.path(), encrypted(&keys(&[1, 2]))).expect("key 2 current");
+    let read: Vec<Vec<Vec<u8>>> =
+        log.read_from(start).expect("reader").map(|group| records(&group.expect("group"))).collect();
+    assert_eq!(read, [vec![b"under key 1".to_vec()]]);
+}
+
+/// A key file is read only if it is a regular file nobody else may read:
+/// a symbolic link, a FIFO or a group-readable file is refused, never read.
+#[test]
+fn an_unsafe_key_file_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("keys");
+    std::fs::write(&file, format!("1 {}\n", "ab".repeat(32))).expect("write");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    assert!(Keys::from_file(&file).is_ok());
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&file, &link).expect("symlink");
+    let fifo = dir.path().join("fifo");
+    rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::from(0o600), 0)
+        .expect("mkfifo");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    for (path, reason) in [(&link, "symbolic link"), (&fifo, "not a regular file"), (&file, "mode 0640")] {
+        match Keys::from_file(path) {
+            Err(Error::UnsafeKeyFile { reason: found, .. }) => assert!(found.contains(reason), "{found}"),
+            other => panic!("{}: {other:?}", path.display()),
+        }
+    }
+}

@@ -9,9 +9,9 @@ use super::{read_u32, write_u32};
 pub(crate) const GROUP_HEADER_BYTES: usize = 2 * size_of::<u32>();
 pub(crate) const RECORD_HEADER_BYTES: usize = size_of::<u32>();
 
-/// An encrypted group's clear fields after its header: `key_id:u32 epoch:u32`
-/// (docs/FORMAT.md §6.1).
-pub(crate) const SEAL_HEADER_BYTES: usize = 2 * size_of::<u32>();
+/// An encrypted group's clear fields after its header: `key_id:u32 epoch:u32
+/// salt:u64` (docs/FORMAT.md §6.1).
+pub(crate) const SEAL_HEADER_BYTES: usize = 2 * size_of::<u32>() + size_of::<u64>();
 /// The AES-256-GCM tag closing an encrypted group.
 pub(crate) const SEAL_TAG_BYTES: usize = 16;
 /// What encryption adds to a group.

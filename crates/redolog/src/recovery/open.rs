@@ -189,7 +189,9 @@ fn begin_session(opened: &mut Opened) -> Result<()> {
     })?;
     let session = opener.begin_session(epoch, &opened.scan.key_ids)?;
     let number = opened.checkpoint.number + 1;
-    let slot = CheckpointSlot { number, flags: 0, epoch, keys: session.keys, ..opened.checkpoint };
+    // The clean-shutdown mark stays: it still says where the log ends until a
+    // group is appended, and recovery holds a cleanly closed log to that end.
+    let slot = CheckpointSlot { number, epoch, keys: session.keys, ..opened.checkpoint };
     let index = CheckpointSlot::slot_index(number);
     let file = &opened.files.handles[0];
     failpoint("session.write")

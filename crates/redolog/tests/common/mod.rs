@@ -42,7 +42,7 @@ pub fn small_encrypted_log() -> Config {
 /// Bytes a one-record group adds to its record under `config`: the group
 /// and record headers (FORMAT.md §6), plus an encrypted log's seal (§6.1).
 pub fn one_record_overhead(config: &Config) -> u64 {
-    8 + 4 + if config.encryption.is_some() { 8 + 16 } else { 0 }
+    8 + 4 + if config.encryption.is_some() { 16 + 16 } else { 0 }
 }
 
 /// One provider for every encrypted test log of a process (key id 1).
