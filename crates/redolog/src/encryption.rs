@@ -342,12 +342,16 @@ impl Sealer {
     /// `start`: encrypts its records in place and writes the tag.
     #[allow(clippy::expect_used)] // AES-GCM refuses only messages over 64 GiB; a group is below 4 GiB
     pub(crate) fn seal(&self, start: Lsn, framed: &mut [u8]) {
-        let (aad, rest) = framed.split_at_mut(GROUP_HEADER_BYTES + SEAL_HEADER_BYTES);
+        // The associated data is the group header alone (one GHASH block):
+        // the seal header is bound without it, its key id and salt through
+        // the key and its epoch through the nonce (FORMAT.md §6.1).
+        let (clear, rest) = framed.split_at_mut(GROUP_HEADER_BYTES + SEAL_HEADER_BYTES);
+        let aad = &clear[..GROUP_HEADER_BYTES];
         let (body, tag_out) = rest.split_at_mut(rest.len() - SEAL_TAG_BYTES);
         let nonce = Nonce::assume_unique_for_key(nonce(self.epoch, start));
         let tag = self
             .cipher
-            .seal_in_place_separate_tag(nonce, Aad::from(&*aad), body)
+            .seal_in_place_separate_tag(nonce, Aad::from(aad), body)
             .expect("a group is within AES-GCM's message limit");
         tag_out.copy_from_slice(tag.as_ref());
     }
@@ -443,13 +447,10 @@ impl Opener {
             let key_id = seal.key_id;
             return Ok(Err(format!("the group names key id {key_id}, which neither the log nor the provider has")));
         };
-        let mut aad = [0u8; GROUP_HEADER_BYTES + SEAL_HEADER_BYTES];
-        aad[..GROUP_HEADER_BYTES].copy_from_slice(header);
-        aad[GROUP_HEADER_BYTES..].copy_from_slice(seal_bytes);
         let tag_at = body.len() - SEAL_TAG_BYTES;
         let nonce = Nonce::assume_unique_for_key(nonce(seal.epoch, start));
         // Sealed records then tag, opened in place: the plaintext is the records.
-        if cipher.open_in_place(nonce, Aad::from(&aad), &mut body[SEAL_HEADER_BYTES..]).is_err() {
+        if cipher.open_in_place(nonce, Aad::from(header), &mut body[SEAL_HEADER_BYTES..]).is_err() {
             let key_id = seal.key_id;
             return Ok(Err(format!("the group fails authentication under key id {key_id}")));
         }
@@ -523,7 +524,7 @@ mod tests {
         let hex: String = group.iter().map(|byte| format!("{byte:02x}")).collect();
         assert_eq!(
             hex,
-            "29000000010000000100000003000000887766554433221196aed31d01d94df80f2f715819b79ba8a066371d8595ad31f9"
+            "29000000010000000100000003000000887766554433221196aed31d01d94df80f25518ae9b4d1adbe3025e91bf17c668d"
         );
     }
 
