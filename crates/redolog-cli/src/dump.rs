@@ -123,8 +123,14 @@ impl Progress {
 
 /// Prints the header, then the groups or statistics of the range asked for.
 pub fn dump(options: &DumpOptions) -> Result<(), BoxError> {
-    let range = check_range(options, options.keys.inspect(&options.dir)?)?;
     let inspection = options.keys.inspect(&options.dir)?;
+    // A range is checked against the groups before anything is printed, on
+    // a snapshot of its own; the whole log needs no check (nor a second scan).
+    let range = if options.start.is_none() && options.end.is_none() {
+        Range { start: inspection.start_lsn, end: None }
+    } else {
+        check_range(options, options.keys.inspect(&options.dir)?)?
+    };
     let mut out = std::io::stdout().lock();
     if options.json {
         writeln!(out, "{}", header_json(&inspection))?;
