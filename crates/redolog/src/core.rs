@@ -107,7 +107,7 @@ impl Core {
             checkpoints,
             auto: Auto::new(),
             cpu: CpuMonitor::new(),
-            metrics: MetricsRecorder::new(&log_name(&files)),
+            metrics: MetricsRecorder::new(&files.dir().display().to_string()),
             write_intent: crossbeam_utils::CachePadded::new(AtomicU64::new(start.end.0)),
             async_seen: AtomicBool::new(false),
             async_recent: AtomicBool::new(false),
@@ -254,12 +254,6 @@ impl Core {
         }
     }
 
-    /// The log's name in exported metrics (its directory).
-    #[cfg(feature = "metrics")]
-    pub(crate) fn name(&self) -> String {
-        log_name(&self.files)
-    }
-
     pub(crate) fn metrics(&self) -> Metrics {
         let lsns = LsnLevels {
             log_lsn_current: self.appender.reserved_end().0,
@@ -367,9 +361,4 @@ fn merge(a: Option<(Lsn, Lsn)>, b: Option<(Lsn, Lsn)>) -> Option<(Lsn, Lsn)> {
         (Some((a_old, a_new)), Some((b_old, b_new))) => Some((a_old.min(b_old), a_new.max(b_new))),
         (one, None) | (None, one) => one,
     }
-}
-
-/// The log's name in exported metrics: its directory.
-fn log_name(files: &Files) -> String {
-    files.paths.first().and_then(|path| path.parent()).map_or_else(String::new, |dir| dir.display().to_string())
 }

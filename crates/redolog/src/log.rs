@@ -304,7 +304,7 @@ impl Log {
     /// ```
     #[cfg(feature = "metrics")]
     pub fn publish_metrics(&self) {
-        let name = self.core.name();
+        let name = self.core.files.dir().display().to_string();
         self.core.metrics().publish(&[("log", &name)]);
     }
 

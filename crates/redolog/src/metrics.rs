@@ -424,7 +424,8 @@ pub struct Metrics {
     pub log_records: u64,
     /// Checkpoints written.
     pub log_checkpoints: u64,
-    /// Time spent in write calls to the OS, in µs (pg_stat_wal's `wal_write_time`).
+    /// Time spent in write passes (the write calls to the OS and their
+    /// bookkeeping), in µs (pg_stat_wal's `wal_write_time`).
     pub log_write_time_us: u64,
     /// Time spent in fdatasync of log files, in µs (pg_stat_wal's `wal_sync_time`).
     pub log_fsync_time_us: u64,

@@ -5,7 +5,7 @@
 //! sync role calls `Files::sync_range`. Neither decides *when*: that is the commit
 //! protocol's job (`pipeline/group.rs`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,6 +54,11 @@ fn synced_back(block: BlockNo, synced: Lsn) -> u32 {
 }
 
 impl Files {
+    /// The log's directory (the files' parent).
+    pub(crate) fn dir(&self) -> PathBuf {
+        self.paths.first().and_then(|path| path.parent()).map(Path::to_path_buf).unwrap_or_default()
+    }
+
     /// fdatasyncs every file holding a block of `[from, to)`. `started` is when
     /// the caller last read the clock; each fdatasync's duration goes to `on_sync`.
     pub(crate) fn sync_range(

@@ -30,10 +30,11 @@ impl GroupHeader {
         GroupHeader { body_bytes: u64::from(read_u32(bytes, 0)), record_count: u64::from(read_u32(bytes, 4)) }
     }
 
-    /// Whether the counts can describe a real group: every record needs at least
-    /// its 4-byte length.
-    pub(crate) fn is_plausible(&self) -> bool {
-        self.record_count * RECORD_HEADER_BYTES as u64 <= self.body_bytes
+    /// Whether the counts can describe a real group whose body also holds
+    /// `seal_bytes` besides its records (an encrypted log's seal, §6.1; 0 in
+    /// clear): every record needs at least its 4-byte length.
+    pub(crate) fn is_plausible(&self, seal_bytes: u64) -> bool {
+        self.body_bytes >= seal_bytes && self.record_count * RECORD_HEADER_BYTES as u64 <= self.body_bytes - seal_bytes
     }
 
     pub(crate) fn total_bytes(&self) -> u64 {
@@ -73,13 +74,14 @@ mod tests {
         let header = write_group_header(&[b"hello", b""], 21);
         let decoded = GroupHeader::decode(&header);
         assert_eq!(decoded, GroupHeader { body_bytes: 13, record_count: 2 });
-        assert!(decoded.is_plausible());
+        assert!(decoded.is_plausible(0));
+        assert!(!decoded.is_plausible(SEAL_OVERHEAD_BYTES as u64), "13 bytes cannot hold a seal and two records");
         assert_eq!(decoded.total_bytes(), 21);
     }
 
     #[test]
     fn implausible_counts_are_detected() {
         let header = GroupHeader { body_bytes: 7, record_count: 2 };
-        assert!(!header.is_plausible());
+        assert!(!header.is_plausible(0));
     }
 }

@@ -373,7 +373,8 @@ impl GroupReader {
             Err(stop) => return Ok(Self::stopped(group_start, self.position, stop)),
         };
         let header = GroupHeader::decode(&raw);
-        if !header.is_plausible() || header.total_bytes() > self.blocks.layout.group_bytes_max() {
+        let seal_bytes = if self.blocks.files.encrypted { SEAL_OVERHEAD_BYTES as u64 } else { 0 };
+        if !header.is_plausible(seal_bytes) || header.total_bytes() > self.blocks.layout.group_bytes_max() {
             let reason = format!("group header claims {} records in {} bytes", header.record_count, header.body_bytes);
             return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
         }
@@ -425,8 +426,9 @@ impl GroupReader {
 
 impl GroupReader {
     /// The step for the sealed group at `group_start` whose whole `body` was
-    /// read: its records once opened (INV-30), or, when the reader keeps no
-    /// data (the scan), the group checked only for its seal's size.
+    /// read (its size already checked to hold a seal, `next_step`): its
+    /// records once opened (INV-30), or, when the reader keeps no data (the
+    /// scan), the group as it is.
     fn open_sealed(
         &mut self,
         group_start: Lsn,
@@ -434,14 +436,6 @@ impl GroupReader {
         raw: &[u8; GROUP_HEADER_BYTES],
         body: &mut Vec<u8>,
     ) -> Result<Step> {
-        let overhead = SEAL_OVERHEAD_BYTES as u64;
-        if header.body_bytes < overhead
-            || header.record_count * RECORD_HEADER_BYTES as u64 > header.body_bytes - overhead
-        {
-            let reason =
-                format!("encrypted group claims {} records in {} bytes", header.record_count, header.body_bytes);
-            return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
-        }
         if !self.keep_data {
             if let Some(key_id) = Opener::key_id_of(body).filter(|key_id| !self.key_ids.contains(key_id)) {
                 self.key_ids.push(key_id);
@@ -449,8 +443,7 @@ impl GroupReader {
             return Ok(Step::Group(Group { start: group_start, end: self.position, data: Vec::new(), count: 0 }));
         }
         let Some(opener) = self.blocks.files.opener.clone() else {
-            let dir = self.blocks.files.paths[0].parent().map(std::path::Path::to_path_buf).unwrap_or_default();
-            return Err(Error::KeyRequired { path: dir });
+            return Err(Error::KeyRequired { path: self.blocks.files.dir() });
         };
         if let Err(reason) = opener.open(group_start, raw, body)? {
             return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
