@@ -1,5 +1,6 @@
 //! Checkpoints: the caller's promise that everything before an LSN is persistent
-//! elsewhere, stored in two alternating slots (docs/DESIGN.md §1.8, INV-7, INV-15).
+//! elsewhere, stored in two alternating slots (docs/DESIGN.md §1.8, INV-7, INV-15),
+//! and the consumers the slots keep with it (§1.16, INV-32).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,18 +9,31 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, IoFailure, Result};
 use crate::failpoint::failpoint;
-use crate::format::{CheckpointSlot, KeyTable, CHECKPOINT_SLOT_OFFSETS};
+use crate::format::{
+    consumer_name_problem, CheckpointSlot, ConsumerTable, KeyTable, CHECKPOINT_SLOT_OFFSETS, CONSUMERS_MAX,
+};
 use crate::lsn::{BlockNo, Lsn};
 use crate::metrics::MetricsRecorder;
 use crate::pipeline::{PoisonOnPanic, Port, Stages};
 use crate::storage::StorageFile;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
-/// The last checkpoint written.
-#[derive(Clone, Copy, Debug)]
+/// The last checkpoint slot written, and who holds a consumer's handle.
+#[derive(Debug)]
 struct Last {
     number: u64,
     lsn: Lsn,
+    /// The consumers the last slot records (INV-32).
+    consumers: ConsumerTable,
+    /// Consumers with a live handle: one per name.
+    attached: Vec<String>,
+}
+
+impl Last {
+    /// The oldest position the log holds: the checkpoint or a consumer's.
+    fn floor(&self) -> Lsn {
+        self.consumers.floor().map_or(self.lsn, |held| self.lsn.min(Lsn(held)))
+    }
 }
 
 /// The checkpoint coordinator: one checkpoint at a time, first in the lock
@@ -30,6 +44,9 @@ pub(crate) struct Checkpoints {
     last: Mutex<Last>,
     /// `last.lsn`, readable without the lock (metrics).
     lsn: AtomicU64,
+    /// `last.floor()`, readable without the lock: the oldest LSN the writer
+    /// keeps (the live reader's `Reused { oldest }`).
+    floor: AtomicU64,
     /// The first block the writer may not write (INV-7).
     file_limit_block: crossbeam_utils::CachePadded<AtomicU64>,
     /// Blocks in the ring of files: the file limit is a lap past the checkpoint.
@@ -44,17 +61,21 @@ pub(crate) struct Checkpoints {
 }
 
 impl Checkpoints {
-    /// The coordinator of a log whose last checkpoint is `number` at `lsn`.
+    /// The coordinator of a log whose last checkpoint is `number` at `lsn`
+    /// and keeps `consumers`.
     pub(crate) fn new(
-        (number, lsn): (u64, Lsn),
+        (number, lsn, consumers): (u64, Lsn, ConsumerTable),
         ring_blocks: u64,
         (log_id, session): (u128, (u32, KeyTable)),
         (file, path): (Arc<dyn StorageFile>, PathBuf),
     ) -> Self {
+        let last = Last { number, lsn, consumers, attached: Vec::new() };
+        let floor = last.floor();
         Checkpoints {
-            last: Mutex::new(Last { number, lsn }),
+            last: Mutex::new(last),
             lsn: AtomicU64::new(lsn.0),
-            file_limit_block: crossbeam_utils::CachePadded::new(AtomicU64::new(lsn.block().0 + ring_blocks)),
+            floor: AtomicU64::new(floor.0),
+            file_limit_block: crossbeam_utils::CachePadded::new(AtomicU64::new(floor.block().0 + ring_blocks)),
             ring_blocks,
             log_id,
             session,
@@ -66,6 +87,12 @@ impl Checkpoints {
     /// The last checkpoint's LSN.
     pub(crate) fn lsn(&self) -> Lsn {
         Lsn(self.lsn.load(Ordering::SeqCst))
+    }
+
+    /// The oldest LSN the log keeps: the last checkpoint or, if older, a
+    /// consumer's position (INV-32).
+    pub(crate) fn floor(&self) -> Lsn {
+        Lsn(self.floor.load(Ordering::SeqCst))
     }
 
     /// The first block the writer may not write yet (INV-7).
@@ -101,7 +128,8 @@ impl Checkpoints {
         if lsn <= last.lsn {
             return Ok(());
         }
-        self.write(&mut last, lsn, 0, stages, metrics)
+        let consumers = last.consumers.clone();
+        self.write(&mut last, (lsn, 0, consumers), stages, metrics)
     }
 
     /// The WAL rule (INV-18): returns once the log is durable up to `lsn`. If
@@ -127,7 +155,17 @@ impl Checkpoints {
             if synced > self.lsn() {
                 let mut last = self.last.lock();
                 if synced > last.lsn {
-                    self.write(&mut last, synced, 0, stages, metrics)?;
+                    let consumers = last.consumers.clone();
+                    self.write(&mut last, (synced, 0, consumers), stages, metrics)?;
+                }
+            } else if synced >= reachable {
+                // A checkpoint at what is durable freed nothing: a consumer
+                // holds the space (§1.16). Wait for it, or for close.
+                let limit = self.file_limit();
+                stages.wait_space_freed(limit, || self.file_limit() > limit);
+                stages.check()?;
+                if stages.is_shutdown() && self.file_limit() <= limit {
+                    return Err(Error::Closed);
                 }
             } else {
                 // Nothing durable past the last checkpoint: sync what the
@@ -140,17 +178,121 @@ impl Checkpoints {
     /// Rewrites the last checkpoint with `flags` (the clean-shutdown mark).
     pub(crate) fn rewrite_last<W>(&self, flags: u32, stages: &Stages<W>, metrics: &MetricsRecorder) -> Result<()> {
         let mut last = self.last.lock();
-        let lsn = last.lsn;
-        self.write(&mut last, lsn, flags, stages, metrics)
+        let (lsn, consumers) = (last.lsn, last.consumers.clone());
+        self.write(&mut last, (lsn, flags, consumers), stages, metrics)
     }
 
-    /// Writes checkpoint `last.number + 1` into its slot and syncs it; then lets
-    /// the writer use the space before `lsn`. The caller holds the coordinator.
+    /// The consumers the log keeps, with their positions.
+    pub(crate) fn consumers(&self) -> Vec<(String, Lsn)> {
+        self.last.lock().consumers.entries().iter().map(|(name, lsn)| (name.clone(), Lsn(*lsn))).collect()
+    }
+
+    /// Adds consumer `name` at the last checkpoint and attaches to it;
+    /// returns its position (§1.16: never below the floor).
+    pub(crate) fn create_consumer<W>(&self, name: &str, stages: &Stages<W>, metrics: &MetricsRecorder) -> Result<Lsn> {
+        if let Some(reason) = consumer_name_problem(name) {
+            return Err(Error::InvalidConsumerName { name: name.to_owned(), reason });
+        }
+        Self::check_open(stages)?;
+        let mut last = self.last.lock();
+        if last.consumers.get(name).is_some() {
+            return Err(Error::ConsumerExists { name: name.to_owned() });
+        }
+        let mut consumers = last.consumers.clone();
+        if !consumers.insert(name, last.lsn.0) {
+            return Err(Error::TooManyConsumers { limit: CONSUMERS_MAX });
+        }
+        let lsn = last.lsn;
+        self.write(&mut last, (lsn, 0, consumers), stages, metrics)?;
+        last.attached.push(name.to_owned());
+        Ok(lsn)
+    }
+
+    /// Attaches to consumer `name`; returns its position.
+    pub(crate) fn attach_consumer(&self, name: &str) -> Result<Lsn> {
+        let mut last = self.last.lock();
+        let Some(lsn) = last.consumers.get(name) else {
+            return Err(Error::UnknownConsumer { name: name.to_owned() });
+        };
+        if last.attached.iter().any(|attached| attached == name) {
+            return Err(Error::ConsumerBusy { name: name.to_owned() });
+        }
+        last.attached.push(name.to_owned());
+        Ok(Lsn(lsn))
+    }
+
+    /// A handle of consumer `name` was dropped.
+    pub(crate) fn detach_consumer(&self, name: &str) {
+        self.last.lock().attached.retain(|attached| attached != name);
+    }
+
+    /// Moves consumer `name` to `lsn`, which must be durable; a position at
+    /// or before its own is a no-op. Returns its position.
+    pub(crate) fn advance_consumer<W>(
+        &self,
+        name: &str,
+        lsn: Lsn,
+        stages: &Stages<W>,
+        metrics: &MetricsRecorder,
+    ) -> Result<Lsn> {
+        if !lsn.is_data_position() {
+            return Err(Error::InvalidLsn { lsn, reason: "it points into a block header or trailer" });
+        }
+        let synced = stages.synced();
+        if lsn > synced {
+            return Err(Error::LsnOutOfRange { lsn, end: synced });
+        }
+        Self::check_open(stages)?;
+        let mut last = self.last.lock();
+        let Some(at) = last.consumers.get(name) else {
+            return Err(Error::UnknownConsumer { name: name.to_owned() });
+        };
+        if lsn.0 <= at {
+            return Ok(Lsn(at));
+        }
+        let mut consumers = last.consumers.clone();
+        consumers.set(name, lsn.0);
+        let checkpoint = last.lsn;
+        self.write(&mut last, (checkpoint, 0, consumers), stages, metrics)?;
+        Ok(lsn)
+    }
+
+    /// Removes consumer `name`, attached or not: its space is the writer's
+    /// again at once.
+    pub(crate) fn drop_consumer<W>(&self, name: &str, stages: &Stages<W>, metrics: &MetricsRecorder) -> Result<()> {
+        Self::check_open(stages)?;
+        let mut last = self.last.lock();
+        let mut consumers = last.consumers.clone();
+        if !consumers.remove(name) {
+            return Err(Error::UnknownConsumer { name: name.to_owned() });
+        }
+        let checkpoint = last.lsn;
+        self.write(&mut last, (checkpoint, 0, consumers), stages, metrics)?;
+        last.attached.retain(|attached| attached != name);
+        Ok(())
+    }
+
+    /// Whether the writer's limit is a consumer's, not the checkpoint's: its
+    /// file-space waits count as consumer waits (`log_on_consumer_*`).
+    pub(crate) fn held_by_consumer(&self) -> bool {
+        self.floor() < self.lsn()
+    }
+
+    fn check_open<W>(stages: &Stages<W>) -> Result<()> {
+        stages.check()?;
+        if stages.is_shutdown() {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// Writes checkpoint `last.number + 1` at `lsn` with `flags` and
+    /// `consumers` into its slot and syncs it; then lets the writer use the
+    /// space before the new floor. The caller holds the coordinator.
     fn write<W>(
         &self,
         last: &mut Last,
-        lsn: Lsn,
-        flags: u32,
+        (lsn, flags, consumers): (Lsn, u32, ConsumerTable),
         stages: &Stages<W>,
         metrics: &MetricsRecorder,
     ) -> Result<()> {
@@ -165,6 +307,7 @@ impl Checkpoints {
             flags,
             epoch: self.session.0,
             keys: self.session.1,
+            consumers,
         };
         let offset = CHECKPOINT_SLOT_OFFSETS[CheckpointSlot::slot_index(number)];
         let failure = |op, source| IoFailure { op, path: self.path.clone(), source };
@@ -180,12 +323,21 @@ impl Checkpoints {
         failpoint("checkpoint.sync")
             .and_then(|()| self.file.sync_data())
             .map_err(|source| stages.poison(failure("fdatasync", source)))?;
-        *last = Last { number, lsn };
+        let floor_before = last.floor();
+        // A slot written for a consumer is not a checkpoint in the metrics.
+        let checkpointed = slot.consumers == last.consumers;
+        (last.number, last.lsn, last.consumers) = (number, lsn, slot.consumers);
+        let floor = last.floor();
+        // §1.16: the floor never moves back, so the writer's limit only grows.
+        assert!(floor >= floor_before, "INV-32: the floor moved back from {floor_before} to {floor}");
         self.lsn.store(lsn.0, Ordering::SeqCst);
+        self.floor.store(floor.0, Ordering::SeqCst);
         // SeqCst: the writer re-checks the limit in its file-space predicate.
-        self.file_limit_block.store(lsn.block().0 + self.ring_blocks, Ordering::SeqCst);
+        self.file_limit_block.store(floor.block().0 + self.ring_blocks, Ordering::SeqCst);
         stages.space_freed();
-        metrics.checkpoints.add(1);
+        if checkpointed {
+            metrics.checkpoints.add(1);
+        }
         Ok(())
     }
 }

@@ -29,13 +29,15 @@ use crate::metrics::{LsnLevels, Metrics, MetricsRecorder};
 use crate::pipeline::{Port, Site, Stages};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::wait::{PassTime, Spin, Waited};
-use crate::writer::{Files, Writer};
+use crate::writer::{last_data_block, Files, Writer};
 
 /// The positions a log starts from (after creation or recovery).
 pub(crate) struct StartState {
     pub(crate) end: Lsn,
     pub(crate) checkpoint_lsn: Lsn,
     pub(crate) checkpoint_no: u64,
+    /// The consumers the last checkpoint slot records (INV-32).
+    pub(crate) consumers: crate::format::ConsumerTable,
     /// An encrypted log's session: epoch and key table for the checkpoint
     /// slots, the sealer for the appender.
     pub(crate) session: Option<crate::encryption::Session>,
@@ -95,7 +97,7 @@ impl Core {
         .sealing(sealer);
         let unsynced_blocks = unsynced_bytes_max / crate::format::BLOCK_BYTES as u64;
         let checkpoints = Checkpoints::new(
-            (start.checkpoint_no, start.checkpoint_lsn),
+            (start.checkpoint_no, start.checkpoint_lsn, start.consumers),
             layout.ring_blocks,
             (log_id, session),
             (files.handles[0].clone(), files.paths[0].clone()),
@@ -213,11 +215,12 @@ impl Core {
     }
 
     /// The oldest block no write has reused yet: writes reach at most the
-    /// block of the write intent, which reuses the block a lap before it
-    /// (INV-25). Never past the checkpoint's block: the file limit is a lap
-    /// past it (INV-7).
+    /// last block holding data before the write intent (a pass ending at a
+    /// block's data start leaves that block alone), which reuses the block a
+    /// lap before it (INV-25). Never past the floor's block: the file limit is
+    /// a lap past it (INV-7, INV-32).
     pub(crate) fn oldest_readable_block(&self) -> BlockNo {
-        let last_written = Lsn(self.write_intent.load(Ordering::SeqCst)).block();
+        let last_written = last_data_block(Lsn(self.write_intent.load(Ordering::SeqCst)));
         BlockNo((last_written.0 + 1).saturating_sub(self.layout.ring_blocks))
     }
 
@@ -285,6 +288,10 @@ impl Port for Core {
         self.checkpoints.file_limit()
     }
 
+    fn limit_held_by_consumer(&self) -> bool {
+        self.checkpoints.held_by_consumer()
+    }
+
     fn write(&self, writer: &mut Writer, range: (Lsn, Lsn), synced: Lsn) -> std::result::Result<(), IoFailure> {
         // INV-25: readers learn which lap's blocks may be written over before
         // any is. SeqCst: a reader loads it after its read.
@@ -312,6 +319,7 @@ impl Port for Core {
             Site::Flush => &self.metrics.on_flush,
             Site::Ready => &self.metrics.on_ready,
             Site::FileSpace => &self.metrics.on_file_space,
+            Site::Consumer => &self.metrics.on_consumer,
             Site::LogWriter => &self.metrics.log_writer,
             Site::LogFlusher => &self.metrics.log_flusher,
         };

@@ -142,8 +142,47 @@ pub enum Error {
     Reused {
         /// The position asked for.
         lsn: Lsn,
-        /// The last checkpoint: every group from it on can be read.
+        /// The oldest position the log keeps (the last checkpoint, or an
+        /// older consumer's): every group from it on can be read.
         oldest: Lsn,
+    },
+
+    /// A consumer name is not 1 to 16 bytes of UTF-8 without NUL.
+    #[error("{name:?} cannot name a consumer: {reason}")]
+    InvalidConsumerName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// `Log::create_consumer` with a name the log already keeps.
+    #[error("the log already keeps a consumer named {name:?}")]
+    ConsumerExists {
+        /// The name.
+        name: String,
+    },
+
+    /// The log keeps as many consumers as its checkpoint slot holds.
+    #[error("the log keeps {limit} consumers already, the most its checkpoint slot holds; drop one first")]
+    TooManyConsumers {
+        /// The most consumers a log keeps.
+        limit: usize,
+    },
+
+    /// No consumer of that name: never created, or dropped (an operator's
+    /// `Log::drop_consumer` cuts an attached consumer off this way).
+    #[error("the log keeps no consumer named {name:?} (never created, or dropped)")]
+    UnknownConsumer {
+        /// The name.
+        name: String,
+    },
+
+    /// Another handle of the consumer is alive in this process.
+    #[error("consumer {name:?} is attached already; one handle per consumer at a time")]
+    ConsumerBusy {
+        /// The name.
+        name: String,
     },
 
     /// A `Config` field is out of its range; nothing was created or opened.

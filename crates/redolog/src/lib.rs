@@ -40,6 +40,7 @@ mod buffer;
 mod checkpoint;
 mod closed;
 mod config;
+mod consumer;
 mod core;
 mod cpu;
 mod durable;
@@ -67,6 +68,7 @@ mod wait;
 mod writer;
 
 pub use config::{Config, Durability, Pipeline};
+pub use consumer::{Consumer, ConsumerInfo};
 pub use durable::DurableFuture;
 pub use error::{Error, Result};
 #[cfg(feature = "failpoints")]

@@ -224,7 +224,7 @@ impl<'a> LogReader<'a> {
 
     fn check_not_reused_since(&self, lsn: Lsn, oldest: BlockNo) -> Result<()> {
         if lsn.block() < oldest {
-            return Err(Error::Reused { lsn, oldest: self.core.checkpoints.lsn() });
+            return Err(Error::Reused { lsn, oldest: self.core.checkpoints.floor() });
         }
         Ok(())
     }

@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex};
 
 use crate::config::{Config, Durability, Pipeline};
+use crate::consumer::{Consumer, ConsumerInfo};
 use crate::core::{Core, StartState};
 use crate::error::Result;
 use crate::format::CHECKPOINT_CLEAN_SHUTDOWN;
@@ -101,6 +102,7 @@ impl Log {
             end: scan.end,
             checkpoint_lsn: Lsn(opened.checkpoint.lsn),
             checkpoint_no: opened.checkpoint.number,
+            consumers: opened.checkpoint.consumers.clone(),
             session: opened.session,
             last_block: scan.last_block,
         };
@@ -369,6 +371,78 @@ impl Log {
     /// ```
     pub fn read_from(&self, from: Lsn) -> Result<LogReader<'_>> {
         LogReader::new(&self.core, from)
+    }
+
+    /// Creates consumer `name` at the last checkpoint and returns its handle
+    /// (docs/DESIGN.md §1.16): from now on, and across restarts, the writer
+    /// never writes over a group at or after the consumer's position; when
+    /// the log is full up to it, the writer waits for it to advance
+    /// (`Metrics::log_on_consumer`). A log keeps at most 7 consumers, named
+    /// by 1 to 16 bytes of UTF-8.
+    ///
+    /// ```
+    /// # use redolog::{Config, Durability, Error, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let archive = log.create_consumer("archive").unwrap();
+    /// assert_eq!(archive.lsn().as_u64(), log.metrics().lsns.log_lsn_last_checkpoint);
+    /// assert!(matches!(log.create_consumer("archive"), Err(Error::ConsumerExists { .. })));
+    /// ```
+    pub fn create_consumer(&self, name: &str) -> Result<Consumer> {
+        let core = &self.core;
+        let lsn = core.checkpoints.create_consumer(name, &core.stages, &core.metrics)?;
+        Ok(Consumer::new(self.core.clone(), name, lsn))
+    }
+
+    /// Attaches to consumer `name`, which the log keeps (created in this
+    /// session or an earlier one). `ConsumerBusy` while another handle on it
+    /// is alive; `UnknownConsumer` if the log keeps none of that name.
+    ///
+    /// ```
+    /// # use redolog::{Config, Error, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// drop(log.create_consumer("replica").unwrap());
+    /// let replica = log.consumer("replica").unwrap();
+    /// assert!(matches!(log.consumer("replica"), Err(Error::ConsumerBusy { .. })));
+    /// assert!(matches!(log.consumer("nobody"), Err(Error::UnknownConsumer { .. })));
+    /// # drop(replica);
+    /// ```
+    pub fn consumer(&self, name: &str) -> Result<Consumer> {
+        let lsn = self.core.checkpoints.attach_consumer(name)?;
+        Ok(Consumer::new(self.core.clone(), name, lsn))
+    }
+
+    /// Removes consumer `name`, attached or not: the space it held is the
+    /// writer's again at once. The operator's way to cut off a consumer that
+    /// stopped advancing; its handle's next `advance` gets `UnknownConsumer`.
+    ///
+    /// ```
+    /// # use redolog::{Config, Error, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let mut stuck = log.create_consumer("stuck").unwrap();
+    /// log.drop_consumer("stuck").unwrap();
+    /// assert!(log.consumers().is_empty());
+    /// assert!(matches!(stuck.advance(log.durable_lsn()), Err(Error::UnknownConsumer { .. })));
+    /// ```
+    pub fn drop_consumer(&self, name: &str) -> Result<()> {
+        let core = &self.core;
+        core.checkpoints.drop_consumer(name, &core.stages, &core.metrics)
+    }
+
+    /// The consumers the log keeps, with their positions, in creation order.
+    ///
+    /// ```
+    /// # use redolog::{Config, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let replica = log.create_consumer("replica").unwrap();
+    /// let listed = log.consumers();
+    /// assert_eq!((listed[0].name.as_str(), listed[0].lsn), ("replica", replica.lsn()));
+    /// ```
+    pub fn consumers(&self) -> Vec<ConsumerInfo> {
+        self.core.checkpoints.consumers().into_iter().map(|(name, lsn)| ConsumerInfo { name, lsn }).collect()
     }
 
     /// Every group that ends at or before this LSN is closed: appended with

@@ -213,6 +213,7 @@ pub(crate) struct MetricsRecorder {
     pub(crate) on_flush: WaitCounters,
     pub(crate) on_buffer_space: WaitCounters,
     pub(crate) on_file_space: WaitCounters,
+    pub(crate) on_consumer: WaitCounters,
     pub(crate) on_recent_written: WaitCounters,
     pub(crate) on_recent_closed: WaitCounters,
     pub(crate) on_ready: WaitCounters,
@@ -251,6 +252,7 @@ impl MetricsRecorder {
             on_flush: WaitCounters::default(),
             on_buffer_space: WaitCounters::default(),
             on_file_space: WaitCounters::default(),
+            on_consumer: WaitCounters::default(),
             on_recent_written: WaitCounters::default(),
             on_recent_closed: WaitCounters::default(),
             on_ready: WaitCounters::default(),
@@ -296,6 +298,7 @@ impl MetricsRecorder {
             log_on_flush: self.on_flush.snapshot(),
             log_on_buffer_space: self.on_buffer_space.snapshot_of_visits(chunks),
             log_on_file_space: self.on_file_space.snapshot(),
+            log_on_consumer: self.on_consumer.snapshot(),
             log_on_recent_written: self.on_recent_written.snapshot_of_visits(chunks),
             log_on_recent_closed: self.on_recent_closed.snapshot_of_visits(groups),
             log_on_ready: self.on_ready.snapshot(),
@@ -314,11 +317,12 @@ impl MetricsRecorder {
 }
 
 /// The INNODB_METRICS prefix of each wait site.
-pub(crate) const SITE_PREFIXES: [&str; 9] = [
+pub(crate) const SITE_PREFIXES: [&str; 10] = [
     "log_on_write_",
     "log_on_flush_",
     "log_on_buffer_space_",
     "log_on_file_space_",
+    "log_on_consumer_",
     "log_on_recent_written_",
     "log_on_recent_closed_",
     "log_on_ready_",
@@ -437,6 +441,10 @@ pub struct Metrics {
     pub log_on_buffer_space: WaitStats,
     /// The writer waiting for a checkpoint to free file space (`log_on_file_space_*`).
     pub log_on_file_space: WaitStats,
+    /// The writer waiting for a consumer to advance: the log is full up to a
+    /// consumer's position (`log_on_consumer_*`; MySQL's
+    /// `log_writer_on_archiver_waits`, docs/DESIGN.md §1.16).
+    pub log_on_consumer: WaitStats,
     /// Appenders waiting for a free link-buffer slot (`log_on_recent_written_*`).
     pub log_on_recent_written: WaitStats,
     /// Groups waiting for space in the closed window (`log_on_recent_closed_*`,
@@ -518,12 +526,13 @@ impl Metrics {
     }
 
     /// Every wait site, in the order of [`SITE_PREFIXES`].
-    fn sites(&self) -> [&WaitStats; 9] {
+    fn sites(&self) -> [&WaitStats; 10] {
         [
             &self.log_on_write,
             &self.log_on_flush,
             &self.log_on_buffer_space,
             &self.log_on_file_space,
+            &self.log_on_consumer,
             &self.log_on_recent_written,
             &self.log_on_recent_closed,
             &self.log_on_ready,

@@ -17,10 +17,19 @@ const EPOCH_OFFSET: usize = FLAGS_OFFSET + size_of::<u32>();
 const KEY_COUNT_OFFSET: usize = EPOCH_OFFSET + size_of::<u32>();
 const KEYS_OFFSET: usize = KEY_COUNT_OFFSET + size_of::<u32>();
 const KEY_ENTRY_BYTES: usize = 2 * size_of::<u32>();
-const SLOT_END: usize = KEYS_OFFSET + KEYS_MAX * KEY_ENTRY_BYTES;
+const CONSUMER_COUNT_OFFSET: usize = KEYS_OFFSET + KEYS_MAX * KEY_ENTRY_BYTES;
+const CONSUMERS_OFFSET: usize = CONSUMER_COUNT_OFFSET + size_of::<u32>();
+const CONSUMER_ENTRY_BYTES: usize = CONSUMER_NAME_MAX + size_of::<u64>();
+const SLOT_END: usize = CONSUMERS_OFFSET + CONSUMERS_MAX * CONSUMER_ENTRY_BYTES;
 const _: () = assert!(FLAGS_OFFSET + size_of::<u32>() == 52);
-const _: () = assert!(SLOT_END == 316);
+const _: () = assert!(CONSUMER_COUNT_OFFSET == 316);
+const _: () = assert!(SLOT_END == 488);
 const _: () = assert!(SLOT_END <= CRC_OFFSET);
+
+/// Most consumers a log keeps (docs/FORMAT.md §3, DESIGN.md §1.16).
+pub(crate) const CONSUMERS_MAX: usize = 7;
+/// Longest consumer name, in bytes.
+pub(crate) const CONSUMER_NAME_MAX: usize = 16;
 
 /// File offsets of slot A and slot B in `redo.0000`: 4 KiB apart, so a torn
 /// write of one cannot touch the other on a 4 KiB-sector device.
@@ -65,8 +74,74 @@ impl KeyTable {
     }
 }
 
+/// The consumers a log keeps: a name and the position the writer must not
+/// pass a lap beyond (INV-32), in creation order. Empty in a log created
+/// before consumers existed: those bytes were reserved and zero.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ConsumerTable {
+    entries: Vec<(String, u64)>,
+}
+
+impl ConsumerTable {
+    pub(crate) fn entries(&self) -> &[(String, u64)] {
+        &self.entries
+    }
+
+    /// The position of consumer `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<u64> {
+        self.entries.iter().find(|(entry, _)| entry == name).map(|(_, lsn)| *lsn)
+    }
+
+    /// The smallest position, if any consumer is kept.
+    pub(crate) fn floor(&self) -> Option<u64> {
+        self.entries.iter().map(|(_, lsn)| *lsn).min()
+    }
+
+    /// Adds `name` at `lsn`; `false` when the table is full. The caller
+    /// checked that the name is new and valid.
+    pub(crate) fn insert(&mut self, name: &str, lsn: u64) -> bool {
+        if self.entries.len() == CONSUMERS_MAX {
+            return false;
+        }
+        self.entries.push((name.to_owned(), lsn));
+        true
+    }
+
+    /// Sets an existing consumer's position; `false` if there is none.
+    pub(crate) fn set(&mut self, name: &str, lsn: u64) -> bool {
+        match self.entries.iter_mut().find(|(entry, _)| entry == name) {
+            Some(entry) => {
+                entry.1 = lsn;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes `name`; `false` if there is none.
+    pub(crate) fn remove(&mut self, name: &str) -> bool {
+        let before = self.entries.len();
+        self.entries.retain(|(entry, _)| entry != name);
+        self.entries.len() != before
+    }
+}
+
+/// Why `name` cannot name a consumer, if it cannot: 1 to 16 bytes of UTF-8
+/// without NUL (the slot pads names with NUL).
+pub(crate) fn consumer_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > CONSUMER_NAME_MAX {
+        Some("it is longer than 16 bytes")
+    } else if name.contains('\0') {
+        Some("it contains a NUL byte")
+    } else {
+        None
+    }
+}
+
 /// A decoded checkpoint slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct CheckpointSlot {
     pub(crate) log_id: u128,
     pub(crate) number: u64,
@@ -77,6 +152,8 @@ pub(crate) struct CheckpointSlot {
     /// in an unencrypted log.
     pub(crate) epoch: u32,
     pub(crate) keys: KeyTable,
+    /// The consumers (INV-32).
+    pub(crate) consumers: ConsumerTable,
 }
 
 impl CheckpointSlot {
@@ -98,6 +175,12 @@ impl CheckpointSlot {
         for (index, (key_id, check)) in self.keys.entries().iter().enumerate() {
             write_u32(&mut block, KEYS_OFFSET + index * KEY_ENTRY_BYTES, *key_id);
             write_u32(&mut block, KEYS_OFFSET + index * KEY_ENTRY_BYTES + 4, *check);
+        }
+        write_u32(&mut block, CONSUMER_COUNT_OFFSET, self.consumers.entries.len() as u32);
+        for (index, (name, lsn)) in self.consumers.entries.iter().enumerate() {
+            let at = CONSUMERS_OFFSET + index * CONSUMER_ENTRY_BYTES;
+            block[at..at + name.len()].copy_from_slice(name.as_bytes());
+            write_u64(&mut block, at + CONSUMER_NAME_MAX, *lsn);
         }
         let crc = crc32c::crc32c(&block[..CRC_OFFSET]);
         write_u32(&mut block, CRC_OFFSET, crc);
@@ -123,6 +206,21 @@ impl CheckpointSlot {
             let at = KEYS_OFFSET + index * KEY_ENTRY_BYTES;
             keys.insert(read_u32(block, at), read_u32(block, at + 4));
         }
+        let consumer_count = read_u32(block, CONSUMER_COUNT_OFFSET) as usize;
+        if consumer_count > CONSUMERS_MAX {
+            return None;
+        }
+        let mut consumers = ConsumerTable::default();
+        for index in 0..consumer_count {
+            let at = CONSUMERS_OFFSET + index * CONSUMER_ENTRY_BYTES;
+            let field = &block[at..at + CONSUMER_NAME_MAX];
+            let len = field.iter().position(|byte| *byte == 0).unwrap_or(CONSUMER_NAME_MAX);
+            let name = std::str::from_utf8(&field[..len]).ok()?;
+            if consumer_name_problem(name).is_some() || consumers.get(name).is_some() {
+                return None;
+            }
+            consumers.insert(name, read_u64(block, at + CONSUMER_NAME_MAX));
+        }
         Some(CheckpointSlot {
             log_id: u128::from_le_bytes(log_id),
             number: read_u64(block, NUMBER_OFFSET),
@@ -131,6 +229,7 @@ impl CheckpointSlot {
             flags: read_u32(block, FLAGS_OFFSET),
             epoch: read_u32(block, EPOCH_OFFSET),
             keys,
+            consumers,
         })
     }
 }
@@ -144,12 +243,66 @@ mod tests {
         let mut keys = KeyTable::default();
         assert!(keys.insert(4, 0xdead_beef) && keys.insert(9, 1) && keys.insert(4, 0));
         assert_eq!(keys.entries(), [(4, 0xdead_beef), (9, 1)]);
-        let slot = CheckpointSlot { log_id: 7, number: 3, lsn: 9000, durable_lsn: 9100, flags: 1, epoch: 5, keys };
+        let mut consumers = ConsumerTable::default();
+        assert!(consumers.insert("archive", 8000) && consumers.insert("sixteen-bytes-ok", 9000));
+        let slot =
+            CheckpointSlot { log_id: 7, number: 3, lsn: 9000, durable_lsn: 9100, flags: 1, epoch: 5, keys, consumers };
         let mut block = slot.encode();
-        assert_eq!(CheckpointSlot::decode(&block), Some(slot));
+        assert_eq!(CheckpointSlot::decode(&block), Some(slot.clone()));
+        assert_eq!(slot.consumers.floor(), Some(8000));
         block[40] ^= 1;
         assert_eq!(CheckpointSlot::decode(&block), None);
         assert_eq!(CheckpointSlot::decode(&[0u8; 512]), None);
+    }
+
+    #[test]
+    fn a_slot_with_a_bad_consumer_table_is_no_slot() {
+        let mut consumers = ConsumerTable::default();
+        assert!(consumers.insert("a", 1));
+        let slot = CheckpointSlot {
+            log_id: 7,
+            number: 3,
+            lsn: 9,
+            durable_lsn: 9,
+            flags: 0,
+            epoch: 0,
+            keys: KeyTable::default(),
+            consumers,
+        };
+        let reseal = |block: &mut [u8; BLOCK_BYTES]| {
+            let crc = crc32c::crc32c(&block[..CRC_OFFSET]);
+            write_u32(block, CRC_OFFSET, crc);
+        };
+        let mut too_many = slot.encode();
+        write_u32(&mut too_many, CONSUMER_COUNT_OFFSET, CONSUMERS_MAX as u32 + 1);
+        reseal(&mut too_many);
+        assert_eq!(CheckpointSlot::decode(&too_many), None);
+        let mut unnamed = slot.encode();
+        unnamed[CONSUMERS_OFFSET] = 0;
+        reseal(&mut unnamed);
+        assert_eq!(CheckpointSlot::decode(&unnamed), None);
+        let mut twice = slot.encode();
+        write_u32(&mut twice, CONSUMER_COUNT_OFFSET, 2);
+        twice.copy_within(
+            CONSUMERS_OFFSET..CONSUMERS_OFFSET + CONSUMER_ENTRY_BYTES,
+            CONSUMERS_OFFSET + CONSUMER_ENTRY_BYTES,
+        );
+        reseal(&mut twice);
+        assert_eq!(CheckpointSlot::decode(&twice), None);
+        // A log from before consumers: the bytes were reserved and zero.
+        assert_eq!(
+            CheckpointSlot::decode(&{
+                let mut old = slot.encode();
+                old[CONSUMER_COUNT_OFFSET..CRC_OFFSET].fill(0);
+                reseal(&mut old);
+                old
+            })
+            .map(|slot| slot.consumers),
+            Some(ConsumerTable::default())
+        );
+        assert_eq!(consumer_name_problem(""), Some("it is empty"));
+        assert_eq!(consumer_name_problem("seventeen-bytes-x"), Some("it is longer than 16 bytes"));
+        assert_eq!(consumer_name_problem("a\0b"), Some("it contains a NUL byte"));
     }
 
     #[test]

@@ -15,7 +15,10 @@ pub(crate) use block::{
     CRC_OFFSET, FIRST_GROUP_OFFSET,
 };
 pub(crate) use bytes::{read_u16, read_u32, read_u64, write_u16, write_u32, write_u64};
-pub(crate) use checkpoint::{CheckpointSlot, KeyTable, CHECKPOINT_CLEAN_SHUTDOWN, CHECKPOINT_SLOT_OFFSETS, KEYS_MAX};
+pub(crate) use checkpoint::{
+    consumer_name_problem, CheckpointSlot, ConsumerTable, KeyTable, CHECKPOINT_CLEAN_SHUTDOWN, CHECKPOINT_SLOT_OFFSETS,
+    CONSUMERS_MAX, KEYS_MAX,
+};
 pub(crate) use file_header::{FileHeader, FileHeaderError, CIPHER_AES_256_GCM, CIPHER_NONE, FILE_HEADER_AREA_BYTES};
 pub(crate) use group::{
     encoded_group_bytes, write_group_header, GroupHeader, GROUP_HEADER_BYTES, RECORD_HEADER_BYTES, SEAL_HEADER_BYTES,

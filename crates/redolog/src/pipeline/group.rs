@@ -213,10 +213,11 @@ impl<W> Stages<W> {
     pub(super) fn wait_for_writable<P: Port<Writer = W>>(&self, port: &P, written: Lsn) -> Result<()> {
         let limit = port.file_limit();
         if limit.data_start() <= written {
+            let site = if port.limit_held_by_consumer() { Site::Consumer } else { Site::FileSpace };
             let waited = self
                 .space_events
                 .wait(limit.0, Spin::NONE, || self.is_poisoned() || self.is_shutdown() || port.file_limit() > limit);
-            port.count_wait(Site::FileSpace, true, waited);
+            port.count_wait(site, true, waited);
             if self.is_shutdown() && port.file_limit() <= limit {
                 return Err(Error::Closed);
             }

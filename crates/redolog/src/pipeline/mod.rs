@@ -69,6 +69,8 @@ pub(crate) enum Site {
     Ready,
     /// The write role's holder waiting for a checkpoint to free file space.
     FileSpace,
+    /// The write role's holder waiting for a consumer to advance (§1.16).
+    Consumer,
     /// The dedicated log writer idle.
     LogWriter,
     /// The dedicated log flusher idle.
@@ -85,6 +87,11 @@ pub(crate) trait Port {
     fn ready(&self) -> Lsn;
     /// The first block the writer may not write yet (INV-7).
     fn file_limit(&self) -> BlockNo;
+    /// Whether a consumer, not the checkpoint, sets the file limit (§1.16):
+    /// which triad a file-space wait counts in.
+    fn limit_held_by_consumer(&self) -> bool {
+        false
+    }
     /// Hands `[from, to)` to the OS. `synced` is the sync frontier, for the
     /// blocks' synced-back field.
     fn write(&self, writer: &mut Self::Writer, range: (Lsn, Lsn), synced: Lsn) -> std::result::Result<(), IoFailure>;
@@ -288,6 +295,13 @@ impl<W> Stages<W> {
     /// A checkpoint moved the file limit: wake a writer waiting for space.
     pub(crate) fn space_freed(&self) {
         self.space_events.notify_all();
+    }
+
+    /// Waits, without spinning, until `freed()` (the file limit passed
+    /// `limit`) or the log is poisoned or shut down: a checkpoint that needs
+    /// the space a consumer holds (docs/DESIGN.md §1.16).
+    pub(crate) fn wait_space_freed(&self, limit: BlockNo, freed: impl Fn() -> bool) -> Waited {
+        self.space_events.wait(limit.0, Spin::NONE, || self.is_poisoned() || self.is_shutdown() || freed())
     }
 
     /// Whether the log is shutting down (the background threads stop).

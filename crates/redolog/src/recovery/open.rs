@@ -10,8 +10,8 @@ use crate::encryption::{Encryption, Opener, Session};
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::format::{
-    BlockSeal, CheckpointSlot, FileHeader, KeyTable, BLOCK_BYTES, CHECKPOINT_SLOT_OFFSETS, CIPHER_AES_256_GCM,
-    CIPHER_NONE, FILE_COUNT, FILE_HEADER_AREA_BYTES, FORMAT_VERSION, FORMAT_VERSION_ENCRYPTED,
+    BlockSeal, CheckpointSlot, ConsumerTable, FileHeader, KeyTable, BLOCK_BYTES, CHECKPOINT_SLOT_OFFSETS,
+    CIPHER_AES_256_GCM, CIPHER_NONE, FILE_COUNT, FILE_HEADER_AREA_BYTES, FORMAT_VERSION, FORMAT_VERSION_ENCRYPTED,
 };
 use crate::layout::{file_name, file_path, temp_file_name, Layout};
 use crate::lsn::{BlockNo, Lsn};
@@ -191,7 +191,7 @@ fn begin_session(opened: &mut Opened) -> Result<()> {
     let number = opened.checkpoint.number + 1;
     // The clean-shutdown mark stays: it still says where the log ends until a
     // group is appended, and recovery holds a cleanly closed log to that end.
-    let slot = CheckpointSlot { number, epoch, keys: session.keys, ..opened.checkpoint };
+    let slot = CheckpointSlot { number, epoch, keys: session.keys, ..opened.checkpoint.clone() };
     let index = CheckpointSlot::slot_index(number);
     let file = &opened.files.handles[0];
     failpoint("session.write")
@@ -200,8 +200,8 @@ fn begin_session(opened: &mut Opened) -> Result<()> {
     failpoint("session.sync")
         .and_then(|()| file.sync_data())
         .map_err(|source| Error::io("fdatasync", &path, source))?;
+    opened.slots[index] = Some(slot.clone());
     opened.checkpoint = slot;
-    opened.slots[index] = Some(slot);
     opened.session = Some(session);
     Ok(())
 }
@@ -248,6 +248,7 @@ fn new_log_header(config: &Config, layout: &Layout) -> Result<(FileHeader, Check
         flags: 0,
         epoch: 0,
         keys: KeyTable::default(),
+        consumers: ConsumerTable::default(),
     };
     Ok((header, checkpoint))
 }
@@ -320,7 +321,8 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
         repair: None,
         key_ids: Vec::new(),
     };
-    Ok(Opened { files, layout, checkpoint, scan, header, slots: [Some(checkpoint), None], session: None })
+    let slots = [Some(checkpoint.clone()), None];
+    Ok(Opened { files, layout, checkpoint, scan, header, slots, session: None })
 }
 
 /// The ring image of the first block of a new log: its first group starts at
@@ -454,19 +456,19 @@ pub(crate) fn open_existing(
 /// The valid checkpoint slot with the larger number (INV-15), and both slots.
 fn read_checkpoint(files: &Files, header: &FileHeader) -> Result<(CheckpointSlot, [Option<CheckpointSlot>; 2])> {
     let mut best: Option<CheckpointSlot> = None;
-    let mut slots = [None; 2];
+    let mut slots: [Option<CheckpointSlot>; 2] = [None, None];
     for (index, offset) in CHECKPOINT_SLOT_OFFSETS.into_iter().enumerate() {
         let mut block = [0u8; BLOCK_BYTES];
         files.handles[0]
             .read_exact_at(&mut block, offset)
             .map_err(|source| Error::io("read", files.paths[0].clone(), source))?;
         let slot = CheckpointSlot::decode(&block).filter(|slot| slot.log_id == header.log_id);
-        slots[index] = slot;
-        if let Some(slot) = slot {
-            if best.is_none_or(|best| slot.number > best.number) {
-                best = Some(slot);
+        if let Some(slot) = &slot {
+            if best.as_ref().is_none_or(|best| slot.number > best.number) {
+                best = Some(slot.clone());
             }
         }
+        slots[index] = slot;
     }
     let corrupt = |reason: String| Error::Corruption {
         path: files.paths[0].clone(),
