@@ -19,7 +19,8 @@ const FOLLOW_EVERY: Duration = Duration::from_millis(200);
 /// `redolog dump`'s options.
 #[derive(Debug, clap::Args)]
 pub struct DumpOptions {
-    /// The log directory.
+    /// The log directory, or an archive directory (its groups; --stats and
+    /// --follow read logs only).
     pub dir: PathBuf,
     /// Start at this LSN, a group boundary (default: the oldest group
     /// recovery can read, at the checkpoint).
@@ -123,6 +124,9 @@ impl Progress {
 
 /// Prints the header, then the groups or statistics of the range asked for.
 pub fn dump(options: &DumpOptions) -> Result<(), BoxError> {
+    if crate::archive::is_archive(&options.dir) {
+        return crate::archive::dump(options);
+    }
     let inspection = options.keys.inspect(&options.dir)?;
     // A range is checked against the groups before anything is printed, on
     // a snapshot of its own; the whole log needs no check (nor a second scan).

@@ -5,6 +5,7 @@
 //! `redolog-bench` (crate `redolog-bench`), so this one never replaces the
 //! process's `fdatasync` and pulls in no openraft, Tokio, RocksDB or SQLite.
 
+mod archive;
 mod dump;
 mod inspect;
 mod stats;
@@ -38,6 +39,10 @@ enum Command {
         #[command(flatten)]
         keys: inspect::KeyOptions,
     },
+    /// Read an archive directory (the segments `redolog::archive::Archiver`
+    /// writes).
+    #[command(subcommand)]
+    Archive(ArchiveCommand),
     /// The benchmarks moved to their own binary: `redolog-bench bench`,
     /// `redolog-bench raft-store`, `redolog-bench read-back`.
     #[command(name = "bench", aliases = ["raft-store", "read-back"], hide = true)]
@@ -47,11 +52,24 @@ enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum ArchiveCommand {
+    /// Check every entry of every segment: checksums, the LSN chain between
+    /// segments, the records. Exit 0 when sound (a torn last entry, what a
+    /// crash of the archiver leaves, is reported); otherwise exit 1 with a
+    /// message naming the file, offset and LSN.
+    Verify {
+        /// The archive directory.
+        dir: PathBuf,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Dump(options) => dump::dump(options),
         Command::Verify { dir, keys } => inspect::verify(dir, keys).map(|summary| println!("{summary}")),
+        Command::Archive(ArchiveCommand::Verify { dir }) => archive::verify(dir).map(|summary| println!("{summary}")),
         Command::Moved { .. } => Err("the benchmarks are the `redolog-bench` binary: `redolog-bench bench ...`, \
                                       or from the source tree `cargo run --release -- bench ...`"
             .into()),
@@ -95,7 +113,13 @@ mod documented_commands {
                     // `redolog verify` alone in prose names the command;
                     // with arguments it is one to run.
                     None => match candidate.strip_prefix("redolog ") {
-                        Some(args) if (args.starts_with("dump ") || args.starts_with("verify ")) => args,
+                        Some(args)
+                            if (args.starts_with("dump ")
+                                || args.starts_with("verify ")
+                                || args.starts_with("archive ")) =>
+                        {
+                            args
+                        }
                         _ => continue,
                     },
                 };

@@ -315,3 +315,64 @@ fn dump_and_verify_read_an_encrypted_log_with_its_key_file() {
     assert_eq!(output.status.code(), Some(1));
     assert!(text(&output.stderr).contains("accessible by others (mode 0644)"), "{}", text(&output.stderr));
 }
+
+/// An archive of 30 groups in segments of 4 KiB; returns the groups' ends.
+fn sample_archive(dir: &Path) -> Vec<u64> {
+    let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    let log = std::sync::Arc::new(Log::open(dir.join("redo"), config).expect("create").0);
+    let archiver =
+        redolog::archive::Archiver::start_with_segments(&log, dir.join("archive"), 4096).expect("start the archiver");
+    let ends = (0..30u8).map(|index| log.commit(&[index; 500], Durability::Synced).expect("commit").as_u64()).collect();
+    log.close().expect("close");
+    archiver.stop().expect("stop");
+    ends
+}
+
+#[test]
+fn archive_verify_accepts_a_sound_archive_and_names_damage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ends = sample_archive(dir.path());
+    let archive = dir.path().join("archive");
+    let path = archive.to_str().expect("utf-8 path");
+    let output = redolog(&["archive", "verify", path]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("30 groups") && stdout.contains(&format!("..{}", ends[29])), "{stdout}");
+    // A changed byte in the first (closed) segment.
+    let mut names: Vec<_> =
+        std::fs::read_dir(&archive).expect("list").map(|entry| entry.expect("entry").path()).collect();
+    names.sort();
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&names[0]).expect("open");
+    file.write_at(&[0xFF], 200).expect("damage");
+    let output = redolog(&["archive", "verify", path]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains(names[0].to_str().expect("utf-8")) && stderr.contains("offset"), "{stderr}");
+}
+
+#[test]
+fn dump_reads_an_archive_with_range_limit_records_and_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ends = sample_archive(dir.path());
+    let path = dir.path().join("archive");
+    let path = path.to_str().expect("utf-8 path");
+    let output = redolog(&["dump", path, "--start", &ends[4].to_string(), "--limit", "3", "--records"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.starts_with("archive of log "), "{stdout}");
+    assert_eq!(group_lines(&stdout).len(), 3, "{stdout}");
+    assert!(stdout.contains(&format!("group {}..{}", ends[4], ends[5])), "{stdout}");
+    assert!(stdout.contains("record 0: 500 bytes") && stdout.contains("05 05 05"), "{stdout}");
+    let output = redolog(&["dump", path, "--json", "--end", &ends[2].to_string()]);
+    let lines: Vec<serde_json::Value> =
+        text(&output.stdout).lines().map(|line| serde_json::from_str(line).expect("JSON")).collect();
+    assert_eq!(lines[0]["type"], "archive");
+    assert_eq!(lines.iter().filter(|line| line["type"] == "group").count(), 3, "{lines:?}");
+    // Bad input: a boundary that is not one, and flags that read logs only.
+    let inside = (ends[1] + ends[2]) / 2;
+    let output = redolog(&["dump", path, "--start", &inside.to_string()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("not a group boundary"), "{}", text(&output.stderr));
+    let output = redolog(&["dump", path, "--stats"]);
+    assert!(text(&output.stderr).contains("--stats reads a log, not an archive"), "{}", text(&output.stderr));
+}

@@ -84,6 +84,11 @@ impl Checkpoints {
         }
     }
 
+    /// The log's id (FORMAT.md §2).
+    pub(crate) fn log_id(&self) -> u128 {
+        self.log_id
+    }
+
     /// The last checkpoint's LSN.
     pub(crate) fn lsn(&self) -> Lsn {
         Lsn(self.lsn.load(Ordering::SeqCst))

@@ -178,6 +178,57 @@ pub enum Error {
         name: String,
     },
 
+    /// An archive directory others may read, or that is not a directory.
+    #[error("archive {path} is unsafe: {reason}")]
+    UnsafeArchive {
+        /// The archive directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A directory holds files that are not a redolog archive.
+    #[error("{path} is not a redolog archive: {reason}")]
+    NotAnArchive {
+        /// The directory or file.
+        path: PathBuf,
+        /// What was found.
+        reason: String,
+    },
+
+    /// The archive cannot continue: it ends before the oldest group the log
+    /// still keeps, so groups in between are in neither.
+    #[error("archive {path} ends at LSN {archived_end} but the log keeps groups only from {oldest}: start a new archive (and a new base backup)")]
+    ArchiveGap {
+        /// The archive directory.
+        path: PathBuf,
+        /// Where the archive ends.
+        archived_end: Lsn,
+        /// The oldest position the log keeps.
+        oldest: Lsn,
+    },
+
+    /// The archiver stopped on an I/O failure: nothing after `archived_lsn`
+    /// was archived, and its consumer keeps holding the log.
+    #[error("archiver failed: {op} failed on {path}: {source}")]
+    ArchiverFailed {
+        /// The operation that failed.
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The failure.
+        #[source]
+        source: Arc<io::Error>,
+    },
+
+    /// The archiver archives logs in clear only (the archive would hold an
+    /// encrypted log's records in clear).
+    #[error("{path}: archiving an encrypted log is not supported (the archive would hold its records in clear)")]
+    EncryptedArchive {
+        /// The archive directory.
+        path: PathBuf,
+    },
+
     /// Another handle of the consumer is alive in this process.
     #[error("consumer {name:?} is attached already; one handle per consumer at a time")]
     ConsumerBusy {

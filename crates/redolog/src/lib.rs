@@ -32,6 +32,7 @@
 #![warn(missing_docs)]
 
 mod append;
+pub mod archive;
 mod auto;
 #[cfg(feature = "bench-internals")]
 #[doc(hidden)]

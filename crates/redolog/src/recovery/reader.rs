@@ -146,6 +146,19 @@ impl Group {
     pub fn record_count(&self) -> usize {
         self.count
     }
+
+    /// The group's body as the log frames it in clear: each record after its
+    /// 4-byte length (FORMAT.md §6).
+    pub(crate) fn body(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// A group read from elsewhere (an archive): `body` must hold exactly
+    /// `count` records; why not, if it does not.
+    pub(crate) fn from_body(start: Lsn, end: Lsn, count: u32, body: Vec<u8>) -> std::result::Result<Group, String> {
+        parse_records(&body, u64::from(count))?;
+        Ok(Group { start, end, data: body, count: count as usize })
+    }
 }
 
 /// Why the valid stream ended.

@@ -1,0 +1,371 @@
+//! An archive's files: segments of groups named by their first LSN
+//! (docs/FORMAT.md §9), and reading them back.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::format::{read_u32, read_u64, write_u32, write_u64};
+use crate::lsn::Lsn;
+use crate::recovery::Group;
+
+const MAGIC: [u8; 8] = *b"redoarch";
+const VERSION: u32 = 1;
+
+// docs/FORMAT.md §9.1: the segment header.
+const VERSION_OFFSET: usize = MAGIC.len();
+const LOG_ID_OFFSET: usize = 16;
+const START_OFFSET: usize = LOG_ID_OFFSET + 16;
+const HEADER_CRC_OFFSET: usize = 60;
+/// Bytes of a segment's header.
+pub(crate) const HEADER_BYTES: usize = 64;
+
+// docs/FORMAT.md §9.2: an entry (one group).
+const ENTRY_END_OFFSET: usize = 8;
+const ENTRY_COUNT_OFFSET: usize = 16;
+const ENTRY_BODY_LEN_OFFSET: usize = 20;
+const ENTRY_CRC_OFFSET: usize = 24;
+/// Bytes of an entry's header.
+pub(crate) const ENTRY_HEADER_BYTES: usize = 28;
+
+/// The file name of the segment whose first group starts at `start`.
+pub(crate) fn segment_name(start: Lsn) -> String {
+    format!("{:016x}.seg", start.0)
+}
+
+/// The first LSN a segment file name gives, if it names a segment.
+fn parse_segment_name(name: &str) -> Option<Lsn> {
+    let hex = name.strip_suffix(".seg")?;
+    if hex.len() != 16 || !hex.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok().map(Lsn)
+}
+
+/// A segment's header.
+pub(crate) fn encode_header(log_id: u128, start: Lsn) -> [u8; HEADER_BYTES] {
+    let mut header = [0u8; HEADER_BYTES];
+    header[..MAGIC.len()].copy_from_slice(&MAGIC);
+    write_u32(&mut header, VERSION_OFFSET, VERSION);
+    header[LOG_ID_OFFSET..LOG_ID_OFFSET + 16].copy_from_slice(&log_id.to_le_bytes());
+    write_u64(&mut header, START_OFFSET, start.0);
+    let crc = crc32c::crc32c(&header[..HEADER_CRC_OFFSET]);
+    write_u32(&mut header, HEADER_CRC_OFFSET, crc);
+    header
+}
+
+/// A group as an entry: its header, then its body.
+pub(crate) fn encode_entry_header(group: &Group) -> [u8; ENTRY_HEADER_BYTES] {
+    let mut header = [0u8; ENTRY_HEADER_BYTES];
+    write_u64(&mut header, 0, group.start_lsn().0);
+    write_u64(&mut header, ENTRY_END_OFFSET, group.end_lsn().0);
+    write_u32(&mut header, ENTRY_COUNT_OFFSET, group.record_count() as u32);
+    write_u32(&mut header, ENTRY_BODY_LEN_OFFSET, group.body().len() as u32);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[..ENTRY_CRC_OFFSET]), group.body());
+    write_u32(&mut header, ENTRY_CRC_OFFSET, crc);
+    header
+}
+
+/// One segment file of an archive.
+#[derive(Clone, Debug)]
+pub(crate) struct Segment {
+    pub(crate) start: Lsn,
+    pub(crate) path: PathBuf,
+}
+
+/// An archive directory, read-only: its segments in LSN order.
+///
+/// ```
+/// use std::sync::Arc;
+/// use redolog::archive::{Archive, Archiver};
+/// use redolog::{Config, Durability, Log};
+/// let dir = tempfile::tempdir().unwrap();
+/// let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+/// let log = Arc::new(Log::open(dir.path().join("redo"), config).unwrap().0);
+/// let archiver = Archiver::start(&log, dir.path().join("archive")).unwrap();
+/// let end = log.commit(b"page 7: set x", Durability::Synced).unwrap();
+/// archiver.wait(end).unwrap();
+/// let archive = Archive::open(dir.path().join("archive")).unwrap();
+/// let groups: Vec<_> = archive.read_from(archive.start_lsn()).unwrap().map(Result::unwrap).collect();
+/// assert_eq!(groups.last().unwrap().end_lsn(), end);
+/// ```
+#[derive(Debug)]
+pub struct Archive {
+    dir: PathBuf,
+    log_id: u128,
+    segments: Vec<Segment>,
+}
+
+impl Archive {
+    /// Opens the archive in `dir`: lists its segments and checks their
+    /// headers. `NotAnArchive` for a directory holding anything else, or no
+    /// segment; `ForeignFile` for a segment of another log.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Archive> {
+        let dir = dir.as_ref().to_path_buf();
+        let entries = std::fs::read_dir(&dir).map_err(|source| Error::io("read_dir", &dir, source))?;
+        let mut segments = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|source| Error::io("read_dir", &dir, source))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(start) = parse_segment_name(&name) else {
+                return Err(Error::NotAnArchive { path: entry.path(), reason: "not a segment file name".into() });
+            };
+            segments.push(Segment { start, path: entry.path() });
+        }
+        segments.sort_by_key(|segment| segment.start);
+        let Some(first) = segments.first() else {
+            return Err(Error::NotAnArchive { path: dir, reason: "it holds no segment".into() });
+        };
+        let log_id = read_header(first)?;
+        for segment in &segments[1..] {
+            let found = read_header(segment)?;
+            if found != log_id {
+                return Err(Error::ForeignFile { path: segment.path.clone(), expected: log_id, found });
+            }
+        }
+        Ok(Archive { dir, log_id, segments })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The id of the log the archive copies.
+    pub fn log_id(&self) -> u128 {
+        self.log_id
+    }
+
+    /// Where the archive starts: its first group's start.
+    pub fn start_lsn(&self) -> Lsn {
+        self.segments[0].start
+    }
+
+    /// Segment files, oldest first.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    pub(crate) fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// The groups from `from`, a group boundary in the archive, in LSN order.
+    /// The iterator ends at the archive's end — before a torn last entry, which
+    /// a crash of the archiver leaves and its next start truncates. A damaged
+    /// entry anywhere else, or a gap between segments, is `Corruption`.
+    pub fn read_from(&self, from: Lsn) -> Result<ArchiveReader> {
+        if from < self.start_lsn() {
+            return Err(Error::InvalidLsn { lsn: from, reason: "it is before the archive's first group" });
+        }
+        let index = self.segments.partition_point(|segment| segment.start <= from) - 1;
+        let mut reader =
+            ArchiveReader { segments: self.segments[index..].to_vec(), current: None, next: from, torn: None };
+        reader.open_next()?;
+        reader.skip_to(from)?;
+        Ok(reader)
+    }
+
+    /// Reads every entry of every segment: their checksums, the LSN chain and
+    /// the records. Returns what it found; a torn last entry is reported, not
+    /// an error.
+    pub fn verify(&self) -> Result<ArchiveSummary> {
+        let mut summary =
+            ArchiveSummary { start: self.start_lsn(), end: self.start_lsn(), ..ArchiveSummary::default() };
+        let mut reader =
+            ArchiveReader { segments: self.segments.clone(), current: None, next: self.start_lsn(), torn: None };
+        reader.open_next()?;
+        while let Some(group) = reader.next_group()? {
+            summary.groups += 1;
+            summary.records += group.record_count() as u64;
+            summary.bytes += group.body().len() as u64;
+            summary.end = group.end_lsn();
+        }
+        summary.segments = self.segments.len();
+        summary.torn_tail = reader.torn;
+        Ok(summary)
+    }
+}
+
+/// What [`Archive::verify`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ArchiveSummary {
+    /// Segment files.
+    pub segments: usize,
+    /// Groups, records and body bytes archived.
+    pub groups: u64,
+    /// Records in those groups.
+    pub records: u64,
+    /// Bytes of the groups' bodies (records and their lengths).
+    pub bytes: u64,
+    /// The first group's start and the last group's end.
+    pub start: Lsn,
+    /// The end of the last whole group.
+    pub end: Lsn,
+    /// A torn entry after the last whole group: its file and offset.
+    pub torn_tail: Option<(PathBuf, u64)>,
+}
+
+/// Reads a segment's header; returns its log id.
+fn read_header(segment: &Segment) -> Result<u128> {
+    let mut header = [0u8; HEADER_BYTES];
+    let path = &segment.path;
+    File::open(path)
+        .and_then(|mut file| file.read_exact(&mut header))
+        .map_err(|source| Error::io("read", path, source))?;
+    let problem = if header[..MAGIC.len()] != MAGIC {
+        Some("no segment magic")
+    } else if read_u32(&header, HEADER_CRC_OFFSET) != crc32c::crc32c(&header[..HEADER_CRC_OFFSET]) {
+        Some("the header's checksum fails")
+    } else if read_u32(&header, VERSION_OFFSET) != VERSION {
+        Some("unknown segment version")
+    } else if read_u64(&header, START_OFFSET) != segment.start.0 {
+        Some("its header's first LSN differs from its name")
+    } else {
+        None
+    };
+    if let Some(reason) = problem {
+        return Err(Error::NotAnArchive { path: path.clone(), reason: reason.into() });
+    }
+    let mut log_id = [0u8; 16];
+    log_id.copy_from_slice(&header[LOG_ID_OFFSET..LOG_ID_OFFSET + 16]);
+    Ok(u128::from_le_bytes(log_id))
+}
+
+/// The segment being read.
+struct Cursor {
+    segment: Segment,
+    file: BufReader<File>,
+    offset: u64,
+    len: u64,
+    last: bool,
+}
+
+/// The groups of an archive from a position ([`Archive::read_from`]).
+pub struct ArchiveReader {
+    /// The segments not yet opened, the next one first.
+    segments: Vec<Segment>,
+    current: Option<Cursor>,
+    /// The start the next group must have.
+    next: Lsn,
+    /// A torn last entry, once reached.
+    torn: Option<(PathBuf, u64)>,
+}
+
+impl ArchiveReader {
+    /// Opens the next segment; `false` if there is none.
+    fn open_next(&mut self) -> Result<bool> {
+        if self.segments.is_empty() {
+            self.current = None;
+            return Ok(false);
+        }
+        let segment = self.segments.remove(0);
+        let path = segment.path.clone();
+        let file = File::open(&path).map_err(|source| Error::io("open", &path, source))?;
+        let len = file.metadata().map_err(|source| Error::io("stat", &path, source))?.len();
+        let mut file = BufReader::with_capacity(1 << 16, file);
+        let mut header = [0u8; HEADER_BYTES];
+        file.read_exact(&mut header).map_err(|source| Error::io("read", &path, source))?;
+        self.current = Some(Cursor { segment, file, offset: HEADER_BYTES as u64, len, last: self.segments.is_empty() });
+        Ok(true)
+    }
+
+    /// Reads groups until the next one starts at `from`.
+    fn skip_to(&mut self, from: Lsn) -> Result<()> {
+        let Some(cursor) = &self.current else { return Ok(()) };
+        self.next = cursor.segment.start;
+        while self.next < from {
+            if self.next_group()?.is_none() {
+                return Err(Error::InvalidLsn { lsn: from, reason: "it is past the archive's end" });
+            }
+        }
+        if self.next != from {
+            return Err(Error::InvalidLsn { lsn: from, reason: "it is not a group boundary in the archive" });
+        }
+        Ok(())
+    }
+
+    /// The next group, `None` at the archive's end.
+    fn next_group(&mut self) -> Result<Option<Group>> {
+        loop {
+            let Some(cursor) = &mut self.current else { return Ok(None) };
+            if cursor.offset == cursor.len {
+                if !self.open_next()? {
+                    return Ok(None);
+                }
+                let cursor = self.current.as_ref().map(|cursor| (cursor.segment.start, cursor.segment.path.clone()));
+                if let Some((start, path)) = cursor {
+                    if start != self.next {
+                        let reason = format!("the segment starts at {start}, the previous one ends at {}", self.next);
+                        return Err(Error::Corruption { path, offset: 0, lsn: start, reason });
+                    }
+                }
+                continue;
+            }
+            return match read_entry(cursor, self.next) {
+                Ok(group) => {
+                    self.next = group.end_lsn();
+                    Ok(Some(group))
+                }
+                Err(reason) if cursor.last => {
+                    // A torn tail: what a crash of the archiver leaves.
+                    let _ = reason;
+                    self.torn = Some((cursor.segment.path.clone(), cursor.offset));
+                    self.current = None;
+                    Ok(None)
+                }
+                Err(reason) => Err(Error::Corruption {
+                    path: cursor.segment.path.clone(),
+                    offset: cursor.offset,
+                    lsn: self.next,
+                    reason,
+                }),
+            };
+        }
+    }
+}
+
+impl Iterator for ArchiveReader {
+    type Item = Result<Group>;
+
+    fn next(&mut self) -> Option<Result<Group>> {
+        self.next_group().transpose()
+    }
+}
+
+impl std::fmt::Debug for ArchiveReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArchiveReader").field("next", &self.next).finish_non_exhaustive()
+    }
+}
+
+/// Reads the entry at the cursor, which must start at `expected`; why not, if
+/// it cannot.
+fn read_entry(cursor: &mut Cursor, expected: Lsn) -> std::result::Result<Group, String> {
+    let left = cursor.len - cursor.offset;
+    if left < ENTRY_HEADER_BYTES as u64 {
+        return Err(format!("{left} bytes where an entry header needs {ENTRY_HEADER_BYTES}"));
+    }
+    let mut header = [0u8; ENTRY_HEADER_BYTES];
+    cursor.file.read_exact(&mut header).map_err(|error| format!("read: {error}"))?;
+    let (start, end) = (Lsn(read_u64(&header, 0)), Lsn(read_u64(&header, ENTRY_END_OFFSET)));
+    let count = read_u32(&header, ENTRY_COUNT_OFFSET);
+    let body_len = u64::from(read_u32(&header, ENTRY_BODY_LEN_OFFSET));
+    if body_len > left - ENTRY_HEADER_BYTES as u64 {
+        return Err(format!("an entry of {body_len} bytes runs past the file's end"));
+    }
+    let mut body = vec![0u8; body_len as usize];
+    cursor.file.read_exact(&mut body).map_err(|error| format!("read: {error}"))?;
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[..ENTRY_CRC_OFFSET]), &body);
+    if crc != read_u32(&header, ENTRY_CRC_OFFSET) {
+        return Err("the entry's checksum fails".into());
+    }
+    if start != expected || end <= start {
+        return Err(format!("an entry for [{start}, {end}) where the group at {expected} belongs"));
+    }
+    let group = Group::from_body(start, end, count, body)?;
+    cursor.offset += ENTRY_HEADER_BYTES as u64 + body_len;
+    Ok(group)
+}

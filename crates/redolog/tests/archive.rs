@@ -1,0 +1,229 @@
+//! Goal: the archive holds every durable group of the log, byte for byte and
+//! in LSN order, over wraps of the log and restarts of the process that
+//! holds it; a commit acknowledged through `Archiver::wait` is in the synced
+//! archive; a torn tail is cut off on resume and damage is reported, never
+//! skipped (docs/DESIGN.md §1.17, FORMAT.md §9).
+//! Method: workloads on a small log that wraps many times, with the archive
+//! compared group by group against what was committed.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::GroupImage;
+use redolog::archive::{Archive, Archiver};
+use redolog::{Config, Durability, Error, Log};
+
+/// A record of `index`: sizes from 1 byte to several blocks.
+fn record(index: usize) -> Vec<u8> {
+    vec![(index % 251) as u8; [1, 60, 700, 1500, 5][index % 5] + index % 13]
+}
+
+/// Opens the log and starts its archiver, with 16 KiB segments (many of
+/// them) unless `one_segment`.
+fn open_with(dir: &Path, config: &Config, one_segment: bool) -> (Arc<Log>, Archiver) {
+    let log = Arc::new(Log::open(dir.join("redo"), config.clone()).expect("open").0);
+    let archive = dir.join("archive");
+    let archiver = if one_segment {
+        Archiver::start(&log, archive)
+    } else {
+        Archiver::start_with_segments(&log, archive, 16 << 10)
+    };
+    (log, archiver.expect("start the archiver"))
+}
+
+fn open(dir: &Path, config: &Config) -> (Arc<Log>, Archiver) {
+    open_with(dir, config, false)
+}
+
+/// Commits `count` records from `first`, checkpointing at the durable end
+/// every 16 (the log's own space is free; only the archiver's consumer holds
+/// it); returns the groups.
+fn commit(log: &Log, first: usize, count: usize) -> Vec<GroupImage> {
+    let mut groups = Vec::new();
+    for index in first..first + count {
+        let record = record(index);
+        let end = log.commit(&record, [Durability::Synced, Durability::Written][index % 2]).expect("commit");
+        groups.push((end, vec![record]));
+        if index % 16 == 15 {
+            log.checkpoint(log.durable_lsn()).expect("checkpoint");
+        }
+    }
+    groups
+}
+
+/// Every group of the archive from its start.
+fn archived(dir: &Path) -> Vec<GroupImage> {
+    let archive = Archive::open(dir.join("archive")).expect("open the archive");
+    archive
+        .read_from(archive.start_lsn())
+        .expect("read_from")
+        .map(|group| {
+            let group = group.expect("archived group");
+            (group.end_lsn(), group.records().map(<[u8]>::to_vec).collect())
+        })
+        .collect()
+}
+
+/// The path of the archive's last segment.
+fn last_segment(dir: &Path) -> std::path::PathBuf {
+    let archive = dir.join("archive");
+    let names: std::collections::BTreeSet<String> = std::fs::read_dir(&archive)
+        .expect("list")
+        .map(|entry| entry.expect("entry").file_name().into_string().expect("name"))
+        .collect();
+    archive.join(names.last().expect("a segment"))
+}
+
+fn assert_same(archived: &[GroupImage], committed: &[GroupImage]) {
+    assert_eq!(archived.len(), committed.len(), "groups archived and committed");
+    for (index, (got, want)) in archived.iter().zip(committed).enumerate() {
+        assert_eq!(got, want, "group {index}");
+    }
+}
+
+#[test]
+fn the_archive_equals_the_log_over_wraps_and_restarts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = common::small_log();
+    let mut committed = Vec::new();
+    for session in 0..4 {
+        let (log, archiver) = open(dir.path(), &config);
+        committed.extend(commit(&log, session * 300, 300));
+        log.close().expect("close");
+        let end = archiver.stop().expect("stop");
+        assert_eq!(end, committed.last().expect("committed").0, "session {session}: the archive reaches the log's end");
+    }
+    let bytes: usize = committed.iter().map(|(_, records)| records[0].len()).sum();
+    assert!(bytes > 8 * 64 * 1024, "the log wrapped at least 8 times ({bytes} bytes)");
+    assert_same(&archived(dir.path()), &committed);
+    let archive = Archive::open(dir.path().join("archive")).expect("open");
+    let summary = archive.verify().expect("verify");
+    assert_eq!((summary.groups, summary.torn_tail), (1200, None));
+    assert!(archive.segment_count() > 20, "{} segments", archive.segment_count());
+    // Reading from a group boundary in the middle gives the rest.
+    let (middle, _) = committed[700];
+    let rest: Vec<_> =
+        archive.read_from(middle).expect("read_from").map(|group| group.expect("group").end_lsn()).collect();
+    assert_eq!(rest, committed[701..].iter().map(|(end, _)| *end).collect::<Vec<_>>());
+    let inside = archive.read_from(redolog::Lsn::from_u64(middle.as_u64() + 1));
+    assert!(matches!(inside, Err(Error::InvalidLsn { .. })), "{inside:?}");
+}
+
+#[test]
+fn a_crash_keeps_what_the_archiver_acknowledged_and_it_resumes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = common::small_log();
+    let (log, archiver) = open(dir.path(), &config);
+    let mut committed = commit(&log, 0, 200);
+    let acked = committed.last().expect("committed").0;
+    archiver.wait(acked).expect("archived");
+    // The process dies: the log is not closed, the archiver not stopped.
+    drop(archiver);
+    let log = Arc::into_inner(log).expect("the archiver released the log");
+    log.simulate_crash();
+    // And the archiver's last entry was torn: half an entry after the last one.
+    let last = last_segment(dir.path());
+    OpenOptions::new().append(true).open(&last).expect("open segment").write_all(&[0xA5; 40]).expect("tear");
+    let (log, archiver) = open(dir.path(), &config);
+    // A Written commit may have died with the process.
+    committed.retain(|(end, _)| *end <= log.end_lsn());
+    assert!(log.end_lsn() >= acked);
+    committed.extend(commit(&log, 200, 200));
+    log.close().expect("close");
+    archiver.stop().expect("stop");
+    assert!(archived(dir.path()).iter().any(|(end, _)| *end == acked));
+    assert_same(&archived(dir.path()), &committed);
+}
+
+#[test]
+fn a_synchronous_commit_is_in_the_synced_archive() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, archiver) = open(dir.path(), &common::small_log());
+    for index in 0..20 {
+        let end = log.commit(&record(index), Durability::Synced).expect("commit");
+        archiver.wait(end).expect("archived");
+        let archive = archived(dir.path());
+        assert_eq!(archive.last().map(|(end, _)| *end), Some(end), "the acknowledged group is the archive's last");
+    }
+}
+
+#[test]
+fn damage_inside_the_archive_is_corruption_not_a_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = Config { capacity_bytes: 8 << 20, ..common::small_log() };
+    let (log, archiver) = open_with(dir.path(), &config, true);
+    let committed = commit(&log, 0, 4000);
+    log.close().expect("close");
+    archiver.stop().expect("stop");
+    drop(log);
+    assert_same(&archived(dir.path()), &committed);
+    let archive = Archive::open(dir.path().join("archive")).expect("open");
+    let segment = archive.dir().join(format!("{:016x}.seg", archive.start_lsn().as_u64()));
+    let mut bytes = std::fs::read(&segment).expect("read");
+    assert!(bytes.len() > 3 << 19, "the archive holds more than a batch ({} bytes)", bytes.len());
+    bytes[100] ^= 1;
+    std::fs::write(&segment, &bytes).expect("write");
+    // Reading stops before the damage (the last segment's end is a torn tail
+    // to a reader); resuming there would drop megabytes, so it is refused.
+    let summary = Archive::open(dir.path().join("archive")).expect("open").verify().expect("verify");
+    assert!(summary.groups <= 1, "reading stops at the damage: {summary:?}");
+    assert!(summary.torn_tail.is_some());
+    let log = Arc::new(Log::open(dir.path().join("redo"), config).expect("reopen").0);
+    let resumed = Archiver::start(&log, dir.path().join("archive"));
+    assert!(matches!(resumed, Err(Error::Corruption { .. })), "{resumed:?}");
+}
+
+#[test]
+fn damage_in_a_closed_segment_is_corruption() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, archiver) = open(dir.path(), &common::small_log());
+    commit(&log, 0, 300);
+    log.close().expect("close");
+    archiver.stop().expect("stop");
+    let archive = Archive::open(dir.path().join("archive")).expect("open");
+    let second = archive.dir().join(
+        std::fs::read_dir(archive.dir())
+            .expect("list")
+            .map(|entry| entry.expect("entry").file_name().into_string().expect("name"))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .nth(1)
+            .expect("a second segment"),
+    );
+    let mut bytes = std::fs::read(&second).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    std::fs::write(&second, &bytes).expect("write");
+    let verified = archive.verify();
+    assert!(matches!(&verified, Err(Error::Corruption { path, .. }) if *path == second), "{verified:?}");
+}
+
+#[test]
+fn unsafe_foreign_and_encrypted_archives_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let open_dir = dir.path().join("open-archive");
+    std::fs::create_dir(&open_dir).expect("mkdir");
+    std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let log = Arc::new(Log::open(dir.path().join("redo"), common::small_log()).expect("open").0);
+    let refused = Archiver::start(&log, &open_dir);
+    assert!(matches!(&refused, Err(Error::UnsafeArchive { path, .. }) if *path == open_dir), "{refused:?}");
+    // An archive of another log.
+    let other = Arc::new(Log::open(dir.path().join("other"), common::small_log()).expect("open").0);
+    let archiver = Archiver::start(&other, dir.path().join("archive")).expect("start");
+    other.commit(b"other", Durability::Synced).expect("commit");
+    other.close().expect("close");
+    archiver.stop().expect("stop");
+    let foreign = Archiver::start(&log, dir.path().join("archive"));
+    assert!(matches!(foreign, Err(Error::ForeignFile { .. })), "{foreign:?}");
+    // A stray file in the archive.
+    std::fs::write(dir.path().join("archive").join("notes.txt"), b"x").expect("write");
+    assert!(matches!(Archive::open(dir.path().join("archive")), Err(Error::NotAnArchive { .. })));
+    let encrypted = Arc::new(Log::open(dir.path().join("encrypted"), common::small_encrypted_log()).expect("open").0);
+    let refused = Archiver::start(&encrypted, dir.path().join("encrypted-archive"));
+    assert!(matches!(refused, Err(Error::EncryptedArchive { .. })), "{refused:?}");
+}
