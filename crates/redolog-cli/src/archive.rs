@@ -16,7 +16,7 @@ use crate::view::View;
 /// `redo.0000`.
 pub fn is_archive(dir: &Path) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else { return false };
-    let names: Vec<String> = entries.filter_map(|entry| Some(entry.ok()?.file_name().into_string().ok()?)).collect();
+    let names: Vec<String> = entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok()).collect();
     !names.iter().any(|name| name == "redo.0000") && names.iter().any(|name| name.ends_with(".seg"))
 }
 
