@@ -170,6 +170,19 @@ impl Core {
         self.stages.wait_synced(self, target)
     }
 
+    /// The most the written log may lie past `synced`, in LSN bytes: the
+    /// writer never writes more than the unsynced bound past the sync
+    /// frontier (INV-8), plus the block each end of that range touches.
+    pub(crate) fn unsynced_bytes_bound(&self) -> u64 {
+        (self.stages.unsynced_blocks() + 2) * crate::format::BLOCK_BYTES as u64
+    }
+
+    /// Waits until `target` is written (no counting: the archiver, which is
+    /// no committer, docs/DESIGN.md §1.17).
+    pub(crate) fn wait_written(&self, target: Lsn) -> Result<()> {
+        self.stages.wait_written(self, target, Site::Write)
+    }
+
     /// `Error::LsnOutOfRange` for an LSN past what was appended (reserved).
     pub(crate) fn check_appended(&self, lsn: Lsn) -> Result<()> {
         let end = self.appender.reserved_end();

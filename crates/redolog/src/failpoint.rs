@@ -33,6 +33,11 @@ pub const FAILPOINTS: &[&str] = &[
     "repair.sync",
     "session.write",
     "session.sync",
+    // The archiver's (src/archive); reached by tests/archive_faults.rs.
+    "archive.write",
+    "archive.sync",
+    "archive.create",
+    "archive.cut",
 ];
 
 /// `Err` if the failpoint `name` is configured to `return`.

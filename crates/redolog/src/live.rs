@@ -63,6 +63,9 @@ pub struct LogReader<'a> {
     /// Whether `position` was checked to be a group boundary (`read_from`
     /// takes any LSN; the check needs the bytes before it to be durable).
     checked: bool,
+    /// Read up to `written` rather than `synced`: the archiver's reader
+    /// (docs/DESIGN.md §1.17), never the public one (INV-23).
+    to_written: bool,
 }
 
 impl std::fmt::Debug for LogReader<'_> {
@@ -92,9 +95,30 @@ impl<'a> LogReader<'a> {
             position: from,
             limit: from,
             checked: false,
+            to_written: false,
         };
         reader.check_not_reused(from)?;
         Ok(reader)
+    }
+
+    /// A reader that also returns groups written but not yet synced: they
+    /// are final in this session (the writer rewrites only the block holding
+    /// `written`, INV-24 handles it as it handles `synced`'s), but a crash may
+    /// lose them. For the archiver, which syncs its copy while the log syncs
+    /// its own (docs/DESIGN.md §1.17).
+    pub(crate) fn reading_written(mut self) -> Self {
+        self.to_written = true;
+        self
+    }
+
+    /// How far the reader may read now.
+    fn frontier(&self) -> Lsn {
+        let stages = &self.core.stages;
+        if self.to_written {
+            stages.written()
+        } else {
+            stages.synced()
+        }
     }
 
     /// The start of the next group the reader returns: after a group, its end.
@@ -150,7 +174,7 @@ impl<'a> LogReader<'a> {
             let stages = &self.core.stages;
             if stages.is_poisoned() || stages.is_shutdown() {
                 // Everything durable was read: nothing more will come.
-                if stages.synced() <= self.position {
+                if self.frontier() <= self.position {
                     stages.check()?;
                     return Err(Error::Closed);
                 }
@@ -164,7 +188,7 @@ impl<'a> LogReader<'a> {
 
     /// One try at the next group.
     fn attempt(&mut self) -> Result<Attempt> {
-        let synced = self.core.stages.synced();
+        let synced = self.frontier();
         if synced <= self.position {
             return Ok(Attempt::CaughtUp);
         }

@@ -264,6 +264,11 @@ impl Log {
         &self.core
     }
 
+    /// The log's owners, shared (the archiver's handle).
+    pub(crate) fn core_arc(&self) -> Arc<Core> {
+        self.core.clone()
+    }
+
     /// INV-27: asynchronous waiters are registered and committers lead, so no
     /// thread would write or sync for them: start the log threads if there are
     /// none, and hand them the roles.

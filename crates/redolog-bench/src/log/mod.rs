@@ -6,6 +6,7 @@
 //! noisy machine. The table reports the median over rounds and the median of
 //! the per-round ratios.
 
+mod archived;
 pub mod options;
 #[cfg(feature = "peers")]
 pub mod peers;

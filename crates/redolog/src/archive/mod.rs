@@ -1,7 +1,7 @@
 //! Continuous archiving: a thread in the process that holds the log copies
-//! every durable group into an archive directory, in segments with checksums
-//! named by LSN, and keeps the log's space through a consumer until the copy
-//! is synced (docs/DESIGN.md §1.17, FORMAT.md §9).
+//! every group the log writes into an archive directory, in segments with
+//! checksums named by LSN, and keeps the log's space through a consumer until
+//! the copy is synced (docs/DESIGN.md §1.17, FORMAT.md §9).
 
 mod segment;
 
@@ -9,7 +9,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -19,11 +19,16 @@ use parking_lot::{Condvar, Mutex};
 use segment::{encode_entry_header, encode_header, segment_name, ENTRY_HEADER_BYTES, HEADER_BYTES};
 pub use segment::{Archive, ArchiveReader, ArchiveSummary};
 
+use crate::config::Durability;
 use crate::consumer::Consumer;
+use crate::core::Core;
 use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
+use crate::live::LogReader;
 use crate::log::Log;
 use crate::lsn::Lsn;
 use crate::recovery::Group;
+use crate::wait::{EventSlots, Spin};
 
 /// The consumer an archiver keeps its place in the log with.
 pub const CONSUMER_NAME: &str = "archiver";
@@ -37,19 +42,22 @@ pub const SEGMENT_BYTES: u64 = 16 << 20;
 /// (and a group) from the end of the last segment is damage, not a torn tail.
 const BATCH_BYTES: u64 = 1 << 20;
 
-/// How long the archiver waits for a group before it looks at its stop flag.
-const POLL: Duration = Duration::from_millis(50);
+/// With nobody waiting in [`Archiver::wait`], how long the archiver gathers
+/// groups before it writes and syncs them, and how long it sleeps when the
+/// log has written nothing new: one batch and one fsync per 10 ms instead of
+/// one per log sync (the cost of an asynchronous archive at 64 committers on
+/// `sim:100us`: docs/BENCHMARKS.md). A waiter ends either at once.
+const LINGER: Duration = Duration::from_millis(10);
 
-/// Copies every durable group of a log into an archive directory, from the
-/// thread it starts, and keeps the log's space until the copy is synced
-/// (docs/DESIGN.md §1.17).
+/// Copies every group a log writes into an archive directory, from the
+/// thread it starts, syncing its copy while the log syncs its own, and keeps
+/// the log's space until the copy is synced (docs/DESIGN.md §1.17).
 ///
-/// Asynchronous by default: commits go on while the archiver follows. A
-/// commit that must also be archived before it is acknowledged (PostgreSQL's
-/// `pg_receivewal --synchronous`) waits with [`Archiver::wait`] after the
-/// log's own wait. Either way the archiver syncs each batch it writes and
-/// then wakes its waiters, so under load one archive fsync covers many
-/// commits.
+/// Asynchronous by default: commits go on while the archiver follows (within
+/// 10 ms). A commit that must also be archived before it is acknowledged
+/// (PostgreSQL's `pg_receivewal --synchronous`) waits with
+/// [`Archiver::wait`] instead of the log's `Synced` wait; one archive sync
+/// covers every commit waiting then.
 ///
 /// The archiver resumes where its archive ends: stop it, restart the process,
 /// start it on the same directory, and it continues with the next group (the
@@ -63,32 +71,42 @@ const POLL: Duration = Duration::from_millis(50);
 /// let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
 /// let log = Arc::new(Log::open(dir.path().join("redo"), config).unwrap().0);
 /// let archiver = Archiver::start(&log, dir.path().join("archive")).unwrap();
-/// let end = log.commit(b"page 7: set x", Durability::Synced).unwrap();
-/// archiver.wait(end).unwrap(); // synchronous: archived and synced too
-/// assert!(archiver.archived_lsn() >= end);
+/// let end = log.append(b"page 7: set x").unwrap();
+/// archiver.wait(end).unwrap(); // synchronous: synced in the log and the archive
+/// assert!(archiver.archived_lsn() >= end && log.durable_lsn() >= end);
 /// log.close().unwrap();
 /// assert_eq!(archiver.stop().unwrap(), end);
 /// ```
 pub struct Archiver {
     shared: Arc<Shared>,
+    /// The log's owners, for the log's half of `wait` (not the `Log`: the
+    /// archiver must not keep it open).
+    core: Arc<Core>,
     thread: Option<JoinHandle<()>>,
 }
 
 /// What the archiver thread and its handle share.
 struct Shared {
     dir: PathBuf,
+    /// Every group ending at or before this LSN is archived and synced.
+    archived: AtomicU64,
+    /// The thread has ended (stopped or failed): waiters stop waiting.
+    ended: AtomicBool,
+    /// Waiters park on the slot of their LSN and are woken only when
+    /// `archived` passes it (the log's own event slots, §1.6).
+    events: EventSlots,
+    /// Threads in `Archiver::wait`: while there are any, a batch is written
+    /// as soon as the log has nothing more written (`LINGER`).
+    waiters: AtomicUsize,
     state: Mutex<State>,
-    moved: Condvar,
+    /// The archiver, gathering a batch, waits here for a waiter to arrive.
+    waiter_arrived: Condvar,
     stop: AtomicBool,
 }
 
 struct State {
-    /// Every group ending at or before this is archived and synced.
-    archived: Lsn,
     /// The first failure, after which the archiver archives nothing more.
     failure: Option<Error>,
-    /// The thread has ended.
-    stopped: bool,
 }
 
 impl Archiver {
@@ -136,11 +154,16 @@ impl Archiver {
             other => other?,
         };
         let log_id = log.core().checkpoints.log_id();
-        let segment = SegmentWriter::resume(&dir, log_id, &consumer, log.durable_lsn())?;
+        let unsynced_bound = log.core().unsynced_bytes_bound();
+        let segment = SegmentWriter::resume(&dir, (log_id, unsynced_bound), &consumer, log.durable_lsn())?;
         let shared = Arc::new(Shared {
             dir,
-            state: Mutex::new(State { archived: segment.end, failure: None, stopped: false }),
-            moved: Condvar::new(),
+            archived: AtomicU64::new(segment.end.as_u64()),
+            ended: AtomicBool::new(false),
+            events: EventSlots::new(64),
+            waiters: AtomicUsize::new(0),
+            state: Mutex::new(State { failure: None }),
+            waiter_arrived: Condvar::new(),
             stop: AtomicBool::new(false),
         });
         let advance_every = (log.core().layout.group_bytes_max() / 8).max(1);
@@ -151,54 +174,73 @@ impl Archiver {
             segment,
             advance_every,
             segment_bytes,
+            ends: std::collections::VecDeque::new(),
         };
         let thread = std::thread::Builder::new()
             .name("redolog-archiver".into())
             .spawn(move || worker.run())
             .map_err(|source| Error::io("spawn the archiver thread", &shared.dir, source))?;
-        Ok(Archiver { shared, thread: Some(thread) })
+        Ok(Archiver { shared, core: log.core_arc(), thread: Some(thread) })
     }
 
     /// Every group ending at or before this LSN is archived and synced.
     pub fn archived_lsn(&self) -> Lsn {
-        self.shared.state.lock().archived
+        Lsn(self.shared.archived.load(Ordering::SeqCst))
     }
 
-    /// Waits until every group ending at or before `lsn` is archived and
-    /// synced: a synchronous archive's acknowledgement. Wait for the log's
-    /// own durability first (`Log::commit` with `Synced`): the archiver copies
-    /// durable groups only. `ArchiverFailed` if the archiver failed, `Closed`
-    /// if it stopped (its log closed) before reaching `lsn`.
+    /// Waits until every group ending at or before `lsn` is synced in the log
+    /// and in the archive: a synchronous archive's acknowledgement, in place
+    /// of the log's own `Synced` wait (`log.append`, then `archiver.wait`).
+    /// The archiver is told first, so it copies the groups as the log writes
+    /// them and syncs its copy while this thread waits for the log's sync.
+    /// `ArchiverFailed` if the archiver failed, `Closed` if it stopped before
+    /// reaching `lsn`, and the log's own errors.
     pub fn wait(&self, lsn: Lsn) -> Result<()> {
-        let mut state = self.shared.state.lock();
-        loop {
-            if state.archived >= lsn {
-                return Ok(());
+        let shared = &self.shared;
+        let reached = || shared.archived.load(Ordering::SeqCst) >= lsn.as_u64();
+        let waiting = !reached();
+        if waiting {
+            // The archiver writes a batch it gathers for later now, and asks
+            // the log for what is appended (LINGER).
+            if shared.waiters.fetch_add(1, Ordering::SeqCst) == 0 {
+                let _state = shared.state.lock();
+                shared.waiter_arrived.notify_one();
             }
-            if let Some(failure) = &state.failure {
-                return Err(failure.clone_failure());
+        }
+        let logged = self.core.wait_durable(lsn, Durability::Synced);
+        if waiting {
+            if logged.is_ok() {
+                shared.events.wait(lsn.as_u64(), Spin::NONE, || reached() || shared.ended.load(Ordering::SeqCst));
             }
-            if state.stopped {
-                return Err(Error::Closed);
-            }
-            self.shared.moved.wait(&mut state);
+            shared.waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+        logged?;
+        if reached() {
+            return Ok(());
+        }
+        match &shared.state.lock().failure {
+            Some(failure) => Err(failure.clone_failure()),
+            None => Err(Error::Closed),
         }
     }
 
-    /// Stops the archiver once it has synced what it wrote; returns where the
-    /// archive ends, or its failure. Close the log first to archive
-    /// everything it made durable: the archiver then copies up to its end.
+    /// Stops the archiver once it has copied and synced what the log has
+    /// written; returns where the archive ends, or its failure. Close the log
+    /// first to archive everything: the archiver then copies up to its end.
     pub fn stop(mut self) -> Result<Lsn> {
         self.halt();
-        let state = self.shared.state.lock();
-        match &state.failure {
+        match &self.shared.state.lock().failure {
             Some(failure) => Err(failure.clone_failure()),
-            None => Ok(state.archived),
+            None => Ok(self.archived_lsn()),
         }
     }
 
     fn halt(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
+        {
+            let _state = self.shared.state.lock();
+            self.shared.waiter_arrived.notify_one();
+        }
         if let Some(thread) = self.thread.take() {
             // A panic in the thread left its state marked; nothing to add.
             let _ = thread.join();
@@ -280,7 +322,11 @@ struct SegmentWriter {
     bytes: u64,
     /// The end of the last group written.
     end: Lsn,
-    /// Bytes written since the last sync.
+    /// Entries not yet written: the batch, written and synced together.
+    pending: Vec<u8>,
+    /// The end of the last group synced.
+    synced_end: Lsn,
+    /// Bytes appended since the last sync.
     unsynced: u64,
 }
 
@@ -290,7 +336,15 @@ impl SegmentWriter {
     /// A damaged last entry is cut off as a torn tail only within what one
     /// unsynced batch could leave (`could_be_torn`); further from the end it
     /// is `Corruption`.
-    fn resume(dir: &Path, log_id: u128, consumer: &Consumer, durable: Lsn) -> Result<SegmentWriter> {
+    ///
+    /// An archive ahead of the log's durable end by at most `unsynced_bound`
+    /// (what the log may write and not sync) is cut back to it first.
+    fn resume(
+        dir: &Path,
+        (log_id, unsynced_bound): (u128, u64),
+        consumer: &Consumer,
+        durable: Lsn,
+    ) -> Result<SegmentWriter> {
         let archive = match Archive::open(dir) {
             Err(Error::NotAnArchive { path, .. }) if path == dir => None,
             other => Some(other?),
@@ -319,22 +373,44 @@ impl SegmentWriter {
             return Err(Error::ArchiveGap { path: dir.into(), archived_end: summary.end, oldest: consumer.lsn() });
         }
         if summary.end > durable {
-            let reason = format!(
-                "it ends at LSN {}, past the log's durable end {durable}: it copies another history of the log",
-                summary.end
-            );
-            return Err(Error::NotAnArchive { path: dir.into(), reason });
+            // The archive copies what the log wrote, before the log syncs it
+            // (§1.17): a crash can leave it ahead of the log by what was
+            // written and not synced (INV-8), which the log lost. Cut that
+            // off; anything further ahead is another history of the log.
+            if summary.end.0 - durable.0 > unsynced_bound {
+                let reason = format!(
+                    "it ends at LSN {}, {} bytes past the log's durable end {durable}, more than the log ever leaves \
+                     unsynced: it copies another history of the log",
+                    summary.end,
+                    summary.end.0 - durable.0
+                );
+                return Err(Error::NotAnArchive { path: dir.into(), reason });
+            }
+            segment::cut_after(&archive, durable)?;
+            return Self::resume(dir, (log_id, unsynced_bound), consumer, durable);
         }
         let bytes = match summary.torn_tail {
             Some((_, offset)) => {
                 // A crash of the archiver cut its last entry: cut it off.
                 file.set_len(offset).map_err(|source| Error::io("truncate", &last, source))?;
-                file.sync_data().map_err(|source| Error::io("fdatasync", &last, source))?;
+                failpoint("archive.cut")
+                    .and_then(|()| file.sync_data())
+                    .map_err(|source| Error::io("fdatasync", &last, source))?;
                 offset
             }
             None => len,
         };
-        Ok(SegmentWriter { dir: dir.into(), log_id, file, path: last, bytes, end: summary.end, unsynced: 0 })
+        Ok(SegmentWriter {
+            dir: dir.into(),
+            log_id,
+            file,
+            path: last,
+            bytes,
+            end: summary.end,
+            pending: Vec::new(),
+            synced_end: summary.end,
+            unsynced: 0,
+        })
     }
 
     /// A new, synced, empty segment whose first group starts at `start`.
@@ -347,36 +423,45 @@ impl SegmentWriter {
             .open(&path)
             .map_err(|source| Error::io("create", &path, source))?;
         file.write_all(&encode_header(log_id, start)).map_err(|source| Error::io("write", &path, source))?;
-        file.sync_data().map_err(|source| Error::io("fdatasync", &path, source))?;
+        failpoint("archive.create")
+            .and_then(|()| file.sync_data())
+            .map_err(|source| Error::io("fdatasync", &path, source))?;
         File::open(dir).and_then(|dir| dir.sync_all()).map_err(|source| Error::io("fsync", dir, source))?;
-        Ok(SegmentWriter { dir: dir.into(), log_id, file, path, bytes: HEADER_BYTES as u64, end: start, unsynced: 0 })
+        Ok(SegmentWriter {
+            dir: dir.into(),
+            log_id,
+            file,
+            path,
+            bytes: HEADER_BYTES as u64,
+            end: start,
+            pending: Vec::new(),
+            synced_end: start,
+            unsynced: 0,
+        })
     }
 
-    fn append(&mut self, group: &Group) -> std::result::Result<(), (&'static str, PathBuf, std::io::Error)> {
+    /// Adds `group` to the batch (written by the next `sync`).
+    fn append(&mut self, group: &Group) {
         let header = encode_entry_header(group);
-        let body = group.body();
-        let mut pieces = [std::io::IoSlice::new(&header), std::io::IoSlice::new(body)];
-        let mut pieces = &mut pieces[..];
-        let mut left = ENTRY_HEADER_BYTES + body.len();
-        // std's write_all_vectored is unstable: loop over write_vectored.
-        while left > 0 {
-            let written = self.file.write_vectored(pieces).map_err(|error| ("write", self.path.clone(), error))?;
-            if written == 0 {
-                return Err(("write", self.path.clone(), std::io::ErrorKind::WriteZero.into()));
-            }
-            left -= written;
-            std::io::IoSlice::advance_slices(&mut pieces, written);
-        }
-        let bytes = (ENTRY_HEADER_BYTES + body.len()) as u64;
+        self.pending.extend_from_slice(&header);
+        self.pending.extend_from_slice(group.body());
+        let bytes = (ENTRY_HEADER_BYTES + group.body().len()) as u64;
         self.bytes += bytes;
         self.unsynced += bytes;
         self.end = group.end_lsn();
-        Ok(())
     }
 
+    /// Writes the batch in one call and syncs it.
     fn sync(&mut self) -> std::result::Result<(), (&'static str, PathBuf, std::io::Error)> {
-        self.file.sync_data().map_err(|error| ("fdatasync", self.path.clone(), error))?;
+        failpoint("archive.write")
+            .and_then(|()| self.file.write_all(&self.pending))
+            .map_err(|error| ("write", self.path.clone(), error))?;
+        self.pending.clear();
+        failpoint("archive.sync")
+            .and_then(|()| self.file.sync_data())
+            .map_err(|error| ("fdatasync", self.path.clone(), error))?;
         self.unsynced = 0;
+        self.synced_end = self.end;
         Ok(())
     }
 
@@ -391,8 +476,8 @@ impl SegmentWriter {
 
 /// The archiver thread's state.
 struct Worker {
-    /// Weak: dropping the last handle of the log closes it even while the
-    /// archiver runs; the archiver then stops where it is.
+    /// Weak until the thread runs; then the thread holds it, and closes the
+    /// log (and archives to its end) once nobody else does.
     log: Weak<Log>,
     shared: Arc<Shared>,
     consumer: Consumer,
@@ -402,31 +487,46 @@ struct Worker {
     advance_every: u64,
     /// Close a segment once it holds this much.
     segment_bytes: u64,
+    /// Ends of the groups archived since the consumer last moved: where it
+    /// may move once the log has synced them.
+    ends: std::collections::VecDeque<Lsn>,
 }
 
 impl Worker {
     fn run(mut self) {
         let outcome = self.archive();
-        let mut state = self.shared.state.lock();
         if let Err(error) = outcome {
-            state.failure = Some(error.clone_failure());
+            self.shared.state.lock().failure = Some(error.clone_failure());
         }
-        state.stopped = true;
-        self.shared.moved.notify_all();
+        self.shared.ended.store(true, Ordering::SeqCst);
+        self.shared.events.notify_all();
     }
 
     fn archive(&mut self) -> Result<()> {
+        let Some(log) = self.log.upgrade() else { return Ok(()) };
+        let mut reader = log.read_from(self.segment.end)?.reading_written();
         let mut advanced_at = Instant::now();
         loop {
             // Asked to stop: copy what is durable now, without waiting, then stop.
             let stopping = self.shared.stop.load(Ordering::SeqCst);
-            let Some(log) = self.log.upgrade() else { return Ok(()) };
-            let (closed, copied) = self.batch(&log, if stopping { Duration::ZERO } else { POLL })?;
-            drop(log);
+            if Arc::strong_count(&log) == 1 {
+                // Nobody else holds the log: close it, as dropping it would,
+                // and archive to its end.
+                let _ = log.close();
+            }
+            let (closed, copied) = self.batch(&log, &mut reader, stopping)?;
             let done = closed || (stopping && copied == 0);
-            let behind = self.segment.end.0.saturating_sub(self.consumer.lsn().0);
+            // The consumer moves to an archived group end the log has made
+            // durable: the archive may run ahead of the log's sync.
+            let durable = log.durable_lsn();
+            let mut target = None;
+            while self.ends.front().is_some_and(|end| *end <= durable && *end <= self.segment.synced_end) {
+                target = self.ends.pop_front();
+            }
+            let target = target.unwrap_or(self.consumer.lsn());
+            let behind = target.0.saturating_sub(self.consumer.lsn().0);
             if behind > 0 && (done || behind >= self.advance_every || advanced_at.elapsed() >= Duration::from_secs(1)) {
-                match self.consumer.advance(self.segment.end) {
+                match self.consumer.advance(target) {
                     // After the log closed, the consumer stays where it was:
                     // the next start resumes at the archive's end anyway.
                     Ok(()) | Err(Error::Closed) => {}
@@ -442,38 +542,61 @@ impl Worker {
     }
 
     /// Copies what is durable, waiting up to `timeout` for the first group,
-    /// syncs it and wakes the waiters. Returns whether the log has closed and
-    /// everything it made durable is archived, and how many groups it copied.
-    fn batch(&mut self, log: &Log, timeout: Duration) -> Result<(bool, usize)> {
-        let mut reader = log.read_from(self.segment.end)?;
-        let mut timeout = timeout;
+    /// writes and syncs it in one batch and wakes the waiters. Returns whether
+    /// the log has closed and everything it made durable is archived, and how
+    /// many groups it copied.
+    fn batch(&mut self, log: &Log, reader: &mut LogReader<'_>, stopping: bool) -> Result<(bool, usize)> {
         let mut closed = false;
         let mut copied = 0;
+        let mut asked_for_write = false;
+        let gathering = Instant::now();
         let failed = |(op, path, source): (&'static str, PathBuf, std::io::Error)| Error::ArchiverFailed {
             op,
             path,
             source: Arc::new(source),
         };
         loop {
-            match reader.next_timeout(timeout) {
+            match reader.next_timeout(Duration::ZERO) {
                 Ok(Some(group)) => {
-                    // Unsynced bytes stay within BATCH_BYTES, or one entry:
-                    // what a crash can tear (SegmentWriter::resume).
-                    let entry = (ENTRY_HEADER_BYTES + group.body().len()) as u64;
-                    if self.segment.unsynced > 0 && self.segment.unsynced + entry > BATCH_BYTES {
-                        self.publish_synced().map_err(failed)?;
-                    }
-                    self.segment.append(&group).map_err(failed)?;
+                    self.append(&group).map_err(failed)?;
                     copied += 1;
-                    timeout = Duration::ZERO;
+                    continue;
                 }
-                Ok(None) => break,
+                Ok(None) => {}
                 Err(Error::Closed) => {
                     closed = true;
                     break;
                 }
                 Err(error) => return Err(error),
             }
+            if copied > 0 {
+                if self.linger(gathering) {
+                    continue;
+                }
+                break;
+            }
+            if stopping {
+                break;
+            }
+            // Nothing written past the archive yet. With a thread waiting for
+            // the archive, have the log write what is appended now (as for a
+            // `Written` committer, uncounted): the archive's write and sync
+            // then overlap the log's own sync.
+            let waiting = self.shared.waiters.load(Ordering::SeqCst) > 0;
+            let end = log.core().appender.reserved_end();
+            if waiting && end > LogReader::position(reader) && !asked_for_write {
+                asked_for_write = true;
+                match log.core().wait_written(end) {
+                    Ok(()) | Err(Error::Closed) => continue,
+                    Err(error) => return Err(error),
+                }
+            }
+            // Idle: look again when a waiter arrives, or after LINGER.
+            let mut state = self.shared.state.lock();
+            if self.shared.waiters.load(Ordering::SeqCst) == 0 {
+                self.shared.waiter_arrived.wait_for(&mut state, LINGER);
+            }
+            break;
         }
         if self.segment.unsynced > 0 {
             self.publish_synced().map_err(failed)?;
@@ -481,12 +604,41 @@ impl Worker {
         Ok((closed, copied))
     }
 
+    /// Adds `group` to the batch: first writing and syncing the batch if the
+    /// group would take its unsynced bytes past `BATCH_BYTES` (or one entry),
+    /// the most a crash can tear (`SegmentWriter::resume`).
+    fn append(&mut self, group: &Group) -> std::result::Result<(), (&'static str, PathBuf, std::io::Error)> {
+        let entry = (ENTRY_HEADER_BYTES + group.body().len()) as u64;
+        if self.segment.unsynced > 0 && self.segment.unsynced + entry > BATCH_BYTES {
+            self.publish_synced()?;
+        }
+        self.segment.append(group);
+        self.ends.push_back(group.end_lsn());
+        Ok(())
+    }
+
+    /// With a batch gathered and nothing more durable yet: whether to gather
+    /// on (after a pause of at most a millisecond) rather than write it now.
+    /// Only while nobody waits for the archive, the archiver is not stopping,
+    /// and the batch is younger than `LINGER`.
+    fn linger(&self, since: Instant) -> bool {
+        let shared = &self.shared;
+        let mut state = shared.state.lock();
+        let elapsed = since.elapsed();
+        if shared.waiters.load(Ordering::SeqCst) > 0 || shared.stop.load(Ordering::SeqCst) || elapsed >= LINGER {
+            return false;
+        }
+        let pause = (LINGER - elapsed).min(Duration::from_millis(1));
+        shared.waiter_arrived.wait_for(&mut state, pause);
+        shared.waiters.load(Ordering::SeqCst) == 0
+    }
+
     /// Syncs the segment and wakes the waiters it covers.
     fn publish_synced(&mut self) -> std::result::Result<(), (&'static str, PathBuf, std::io::Error)> {
         self.segment.sync()?;
-        let mut state = self.shared.state.lock();
-        state.archived = self.segment.end;
-        self.shared.moved.notify_all();
+        let new = self.segment.end.as_u64();
+        let old = self.shared.archived.swap(new, Ordering::SeqCst);
+        self.shared.events.notify_range(old, new);
         Ok(())
     }
 }

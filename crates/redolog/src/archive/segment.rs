@@ -6,6 +6,7 @@ use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
 use crate::format::{read_u32, read_u64, write_u32, write_u64};
 use crate::lsn::Lsn;
 use crate::recovery::Group;
@@ -325,6 +326,44 @@ impl ArchiveReader {
             };
         }
     }
+}
+
+impl ArchiveReader {
+    /// The file and offset just after the last group returned.
+    pub(crate) fn file_position(&self) -> Option<(PathBuf, u64)> {
+        self.current.as_ref().map(|cursor| (cursor.segment.path.clone(), cursor.offset))
+    }
+}
+
+/// Cuts the archive after its last group ending at or before `lsn`: that
+/// segment is truncated there, later segments are removed, and both are
+/// synced. Returns the archive's new end.
+pub(crate) fn cut_after(archive: &Archive, lsn: Lsn) -> Result<Lsn> {
+    let mut reader =
+        ArchiveReader { segments: archive.segments.clone(), current: None, next: archive.start_lsn(), torn: None };
+    reader.open_next()?;
+    let first = &archive.segments[0];
+    let mut cut = (first.path.clone(), HEADER_BYTES as u64, first.start);
+    while let Some(group) = reader.next_group()? {
+        if group.end_lsn() > lsn {
+            break;
+        }
+        if let Some((path, offset)) = reader.file_position() {
+            cut = (path, offset, group.end_lsn());
+        }
+    }
+    let (path, offset, end) = cut;
+    let file =
+        std::fs::OpenOptions::new().write(true).open(&path).map_err(|source| Error::io("open", &path, source))?;
+    file.set_len(offset).map_err(|source| Error::io("truncate", &path, source))?;
+    failpoint("archive.cut").and_then(|()| file.sync_data()).map_err(|source| Error::io("fdatasync", &path, source))?;
+    for segment in archive.segments.iter().filter(|segment| segment.path > path) {
+        std::fs::remove_file(&segment.path).map_err(|source| Error::io("remove", &segment.path, source))?;
+    }
+    File::open(&archive.dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|source| Error::io("fsync", &archive.dir, source))?;
+    Ok(end)
 }
 
 impl Iterator for ArchiveReader {

@@ -304,6 +304,11 @@ impl<W> Stages<W> {
         self.space_events.wait(limit.0, Spin::NONE, || self.is_poisoned() || self.is_shutdown() || freed())
     }
 
+    /// Blocks the writer may run ahead of the sync frontier (INV-8).
+    pub(crate) fn unsynced_blocks(&self) -> u64 {
+        self.unsynced_blocks
+    }
+
     /// Whether the log is shutting down (the background threads stop).
     pub(crate) fn is_shutdown(&self) -> bool {
         self.shutdown.load(Ordering::SeqCst)
