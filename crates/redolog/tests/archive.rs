@@ -56,19 +56,6 @@ fn commit(log: &Log, first: usize, count: usize) -> Vec<GroupImage> {
     groups
 }
 
-/// Every group of the archive from its start.
-fn archived(dir: &Path) -> Vec<GroupImage> {
-    let archive = Archive::open(dir.join("archive")).expect("open the archive");
-    archive
-        .read_from(archive.start_lsn())
-        .expect("read_from")
-        .map(|group| {
-            let group = group.expect("archived group");
-            (group.end_lsn(), group.records().map(<[u8]>::to_vec).collect())
-        })
-        .collect()
-}
-
 /// The path of the archive's last segment.
 fn last_segment(dir: &Path) -> std::path::PathBuf {
     let archive = dir.join("archive");
@@ -100,7 +87,7 @@ fn the_archive_equals_the_log_over_wraps_and_restarts() {
     }
     let bytes: usize = committed.iter().map(|(_, records)| records[0].len()).sum();
     assert!(bytes > 8 * 64 * 1024, "the log wrapped at least 8 times ({bytes} bytes)");
-    assert_same(&archived(dir.path()), &committed);
+    assert_same(&common::archived(dir.path()), &committed);
     let archive = Archive::open(dir.path().join("archive")).expect("open");
     let summary = archive.verify().expect("verify");
     assert_eq!((summary.groups, summary.torn_tail), (1200, None));
@@ -136,8 +123,8 @@ fn a_crash_keeps_what_the_archiver_acknowledged_and_it_resumes() {
     committed.extend(commit(&log, 200, 200));
     log.close().expect("close");
     archiver.stop().expect("stop");
-    assert!(archived(dir.path()).iter().any(|(end, _)| *end == acked));
-    assert_same(&archived(dir.path()), &committed);
+    assert!(common::archived(dir.path()).iter().any(|(end, _)| *end == acked));
+    assert_same(&common::archived(dir.path()), &committed);
 }
 
 #[test]
@@ -147,7 +134,7 @@ fn a_synchronous_commit_is_in_the_synced_archive() {
     for index in 0..20 {
         let end = log.commit(&record(index), Durability::Synced).expect("commit");
         archiver.wait(end).expect("archived");
-        let archive = archived(dir.path());
+        let archive = common::archived(dir.path());
         assert_eq!(archive.last().map(|(end, _)| *end), Some(end), "the acknowledged group is the archive's last");
     }
 }
@@ -161,7 +148,7 @@ fn damage_inside_the_archive_is_corruption_not_a_tail() {
     log.close().expect("close");
     archiver.stop().expect("stop");
     drop(log);
-    assert_same(&archived(dir.path()), &committed);
+    assert_same(&common::archived(dir.path()), &committed);
     let archive = Archive::open(dir.path().join("archive")).expect("open");
     let segment = archive.dir().join(format!("{:016x}.seg", archive.start_lsn().as_u64()));
     let mut bytes = std::fs::read(&segment).expect("read");
@@ -258,11 +245,11 @@ fn an_archive_ahead_of_a_log_that_lost_its_unsynced_tail_is_cut_back() {
     let log = Arc::new(Log::open_with_storage(log_dir, common::small_log(), image).expect("reopen").0);
     let recovered = log.end_lsn();
     assert!(recovered < written, "the Written groups were lost ({recovered} < {written})");
-    assert_eq!(archived(dir.path()).last().map(|(end, _)| *end), Some(written), "the archive is ahead");
+    assert_eq!(common::archived(dir.path()).last().map(|(end, _)| *end), Some(written), "the archive is ahead");
     let archiver = Archiver::start(&log, dir.path().join("archive")).expect("resume");
     committed.retain(|(end, _)| *end <= recovered);
     committed.extend(commit(&log, 100, 50));
     log.close().expect("close");
     archiver.stop().expect("stop");
-    assert_same(&archived(dir.path()), &committed);
+    assert_same(&common::archived(dir.path()), &committed);
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::GroupImage;
-use redolog::archive::{Archive, Archiver};
+use redolog::archive::Archiver;
 use redolog::{Durability, Error, Log};
 
 fn start(log: &Arc<Log>, dir: &Path) -> redolog::Result<Archiver> {
@@ -34,18 +34,6 @@ fn commit(log: &Log, archiver: Option<&Archiver>, count: usize, groups: &mut Vec
     Ok(())
 }
 
-fn archived(dir: &Path) -> Vec<GroupImage> {
-    let archive = Archive::open(dir.join("archive")).expect("open the archive");
-    archive
-        .read_from(archive.start_lsn())
-        .expect("read_from")
-        .map(|group| {
-            let group = group.expect("archived group");
-            (group.end_lsn(), group.records().map(<[u8]>::to_vec).collect())
-        })
-        .collect()
-}
-
 /// `name` fails once while the archiver runs; returns what happened.
 fn fail_while_running(name: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -60,14 +48,14 @@ fn fail_while_running(name: &str) {
     assert!(matches!(archiver.stop(), Err(Error::ArchiverFailed { .. })), "{name}: stop reports the failure");
     fail::remove(name);
     // The log went on; the archive holds every acknowledged group.
-    let kept = archived(dir.path());
+    let kept = common::archived(dir.path());
     assert_eq!(kept[..acknowledged], groups[..acknowledged], "{name}: acknowledged groups");
     commit(&log, None, 30, &mut groups).expect("commit without an archiver");
     let archiver = start(&log, dir.path()).expect("resume");
     commit(&log, Some(&archiver), 20, &mut groups).expect("commit after the resume");
     log.close().expect("close");
     archiver.stop().expect("stop");
-    assert_eq!(archived(dir.path()), groups, "{name}: the archive equals the log");
+    assert_eq!(common::archived(dir.path()), groups, "{name}: the archive equals the log");
 }
 
 #[test]
@@ -99,6 +87,6 @@ fn every_archiver_failpoint_stops_it_and_the_next_start_resumes() {
     commit(&log, Some(&archiver), 10, &mut groups).expect("commit");
     log.close().expect("close");
     archiver.stop().expect("stop");
-    assert_eq!(archived(dir.path()), groups);
+    assert_eq!(common::archived(dir.path()), groups);
     scenario.teardown();
 }

@@ -187,6 +187,18 @@ fn full_log_setup() -> (tempfile::TempDir, Config, Vec<u8>) {
     (dir, common::small_log(), vec![7u8; 3000])
 }
 
+/// Lets the rest of `commit_until_blocked`'s commits through, checkpointing
+/// and advancing `consumer` after each.
+fn finish(blocked: &mpsc::Receiver<redolog::Result<Lsn>>, log: &Log, mut consumer: Option<&mut redolog::Consumer>) {
+    while let Ok(result) = blocked.recv_timeout(Duration::from_secs(2)) {
+        result.expect("commit");
+        if let Some(consumer) = consumer.as_mut() {
+            consumer.advance(log.durable_lsn()).expect("advance");
+        }
+        log.checkpoint(log.durable_lsn()).expect("checkpoint");
+    }
+}
+
 /// Reads every durable group from `from`; returns how many.
 fn read_all(log: &Log, from: Lsn) -> usize {
     let mut reader = log.read_from(from).expect("read_from");
@@ -259,11 +271,7 @@ fn a_consumer_holds_the_writer_until_it_advances() {
         assert!(waits.waits >= 1, "the writer's wait counted as a consumer wait: {waits:?}");
         assert_eq!(log.metrics().log_on_file_space.waits, 0, "checkpoints kept up: no checkpoint wait");
         // The rest of the commits, with the consumer following.
-        while let Ok(result) = blocked.recv_timeout(Duration::from_secs(2)) {
-            result.expect("commit");
-            consumer.advance(log.durable_lsn()).expect("advance");
-            log.checkpoint(log.durable_lsn()).expect("checkpoint");
-        }
+        finish(&blocked, &log, Some(&mut consumer));
     });
     assert_eq!(log.metrics().timeouts_with_work(), 0, "no lost wake-up");
 }
@@ -287,11 +295,7 @@ fn a_checkpoint_past_a_consumers_space_waits_for_it() {
         receiver.recv_timeout(Duration::from_secs(10)).expect("the checkpoint returns").expect("checkpoint");
         assert!(log.durable_lsn() >= end, "the checkpoint made its LSN durable (WAL rule)");
         blocked.recv_timeout(Duration::from_secs(10)).expect("released").expect("commit");
-        while let Ok(result) = blocked.recv_timeout(Duration::from_secs(2)) {
-            result.expect("commit");
-            consumer.advance(log.durable_lsn()).expect("advance");
-            log.checkpoint(log.durable_lsn()).expect("checkpoint");
-        }
+        finish(&blocked, log, Some(&mut consumer));
     });
 }
 
@@ -305,10 +309,7 @@ fn dropping_a_stuck_consumer_releases_the_writer() {
         let blocked = commit_until_blocked(scope, &log, &record);
         log.drop_consumer("stuck").expect("drop");
         blocked.recv_timeout(Duration::from_secs(10)).expect("released").expect("commit");
-        while let Ok(result) = blocked.recv_timeout(Duration::from_secs(2)) {
-            result.expect("commit");
-            log.checkpoint(log.durable_lsn()).expect("checkpoint");
-        }
+        finish(&blocked, &log, None);
     });
     assert!(matches!(stuck.advance(log.durable_lsn()), Err(Error::UnknownConsumer { name }) if name == "stuck"));
     drop(stuck);
@@ -338,11 +339,7 @@ fn a_consumer_holds_from_the_first_append_after_a_restart() {
         assert!(groups > 10, "the consumer reads every group since its position ({groups})");
         consumer.advance(log.durable_lsn()).expect("advance");
         blocked.recv_timeout(Duration::from_secs(10)).expect("released").expect("commit");
-        while let Ok(result) = blocked.recv_timeout(Duration::from_secs(2)) {
-            result.expect("commit");
-            consumer.advance(log.durable_lsn()).expect("advance");
-            log.checkpoint(log.durable_lsn()).expect("checkpoint");
-        }
+        finish(&blocked, &log, Some(&mut consumer));
     });
 }
 

@@ -191,3 +191,17 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
         std::thread::park();
     }
 }
+
+/// Every group of the archive in `dir`/archive from its start, as
+/// `GroupImage`s, panicking on an error.
+pub fn archived(dir: &Path) -> Vec<GroupImage> {
+    let archive = redolog::archive::Archive::open(dir.join("archive")).expect("open the archive");
+    archive
+        .read_from(archive.start_lsn())
+        .expect("read_from")
+        .map(|group| {
+            let group = group.expect("archived group");
+            (group.end_lsn(), group.records().map(<[u8]>::to_vec).collect())
+        })
+        .collect()
+}
