@@ -124,9 +124,6 @@ impl Progress {
 
 /// Prints the header, then the groups or statistics of the range asked for.
 pub fn dump(options: &DumpOptions) -> Result<(), BoxError> {
-    if crate::archive::is_archive(&options.dir) {
-        return crate::archive::dump(options);
-    }
     let inspection = options.keys.inspect(&options.dir)?;
     // A range is checked against the groups before anything is printed, on
     // a snapshot of its own; the whole log needs no check (nor a second scan).

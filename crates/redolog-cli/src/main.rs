@@ -67,6 +67,7 @@ enum ArchiveCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Dump(options) if archive::is_archive(&options.dir) => archive::dump(options),
         Command::Dump(options) => dump::dump(options),
         Command::Verify { dir, keys } => inspect::verify(dir, keys).map(|summary| println!("{summary}")),
         Command::Archive(ArchiveCommand::Verify { dir }) => archive::verify(dir).map(|summary| println!("{summary}")),

@@ -25,11 +25,24 @@ struct Last {
     lsn: Lsn,
     /// The consumers the last slot records (INV-32).
     consumers: ConsumerTable,
-    /// Consumers with a live handle: one per name.
-    attached: Vec<String>,
+    /// Consumers with a live handle, one per name, each with the token its
+    /// handle holds: a handle from before a drop and re-creation of its name
+    /// no longer matches.
+    attached: Vec<(String, u64)>,
+    /// The next handle's token.
+    next_token: u64,
+    /// The clean-shutdown slot was written: nothing may write another.
+    closed: bool,
 }
 
 impl Last {
+    /// Records a handle of `name`; returns its token.
+    fn attach(&mut self, name: &str) -> u64 {
+        self.next_token += 1;
+        self.attached.push((name.to_owned(), self.next_token));
+        self.next_token
+    }
+
     /// The oldest position the log holds: the checkpoint or a consumer's.
     fn floor(&self) -> Lsn {
         self.consumers.floor().map_or(self.lsn, |held| self.lsn.min(Lsn(held)))
@@ -69,7 +82,7 @@ impl Checkpoints {
         (log_id, session): (u128, (u32, KeyTable)),
         (file, path): (Arc<dyn StorageFile>, PathBuf),
     ) -> Self {
-        let last = Last { number, lsn, consumers, attached: Vec::new() };
+        let last = Last { number, lsn, consumers, attached: Vec::new(), next_token: 0, closed: false };
         let floor = last.floor();
         Checkpoints {
             last: Mutex::new(last),
@@ -184,7 +197,9 @@ impl Checkpoints {
     pub(crate) fn rewrite_last<W>(&self, flags: u32, stages: &Stages<W>, metrics: &MetricsRecorder) -> Result<()> {
         let mut last = self.last.lock();
         let (lsn, consumers) = (last.lsn, last.consumers.clone());
-        self.write(&mut last, (lsn, flags, consumers), stages, metrics)
+        self.write(&mut last, (lsn, flags, consumers), stages, metrics)?;
+        last.closed |= flags & crate::format::CHECKPOINT_CLEAN_SHUTDOWN != 0;
+        Ok(())
     }
 
     /// The consumers the log keeps, with their positions.
@@ -194,12 +209,17 @@ impl Checkpoints {
 
     /// Adds consumer `name` at the last checkpoint and attaches to it;
     /// returns its position (§1.16: never below the floor).
-    pub(crate) fn create_consumer<W>(&self, name: &str, stages: &Stages<W>, metrics: &MetricsRecorder) -> Result<Lsn> {
+    pub(crate) fn create_consumer<W>(
+        &self,
+        name: &str,
+        stages: &Stages<W>,
+        metrics: &MetricsRecorder,
+    ) -> Result<(Lsn, u64)> {
         if let Some(reason) = consumer_name_problem(name) {
             return Err(Error::InvalidConsumerName { name: name.to_owned(), reason });
         }
-        Self::check_open(stages)?;
         let mut last = self.last.lock();
+        Self::check_open(&last, stages)?;
         if last.consumers.get(name).is_some() {
             return Err(Error::ConsumerExists { name: name.to_owned() });
         }
@@ -209,33 +229,31 @@ impl Checkpoints {
         }
         let lsn = last.lsn;
         self.write(&mut last, (lsn, 0, consumers), stages, metrics)?;
-        last.attached.push(name.to_owned());
-        Ok(lsn)
+        Ok((lsn, last.attach(name)))
     }
 
     /// Attaches to consumer `name`; returns its position.
-    pub(crate) fn attach_consumer(&self, name: &str) -> Result<Lsn> {
+    pub(crate) fn attach_consumer(&self, name: &str) -> Result<(Lsn, u64)> {
         let mut last = self.last.lock();
         let Some(lsn) = last.consumers.get(name) else {
             return Err(Error::UnknownConsumer { name: name.to_owned() });
         };
-        if last.attached.iter().any(|attached| attached == name) {
+        if last.attached.iter().any(|(attached, _)| attached == name) {
             return Err(Error::ConsumerBusy { name: name.to_owned() });
         }
-        last.attached.push(name.to_owned());
-        Ok(Lsn(lsn))
+        Ok((Lsn(lsn), last.attach(name)))
     }
 
-    /// A handle of consumer `name` was dropped.
-    pub(crate) fn detach_consumer(&self, name: &str) {
-        self.last.lock().attached.retain(|attached| attached != name);
+    /// The handle of consumer `name` holding `token` was dropped.
+    pub(crate) fn detach_consumer(&self, name: &str, token: u64) {
+        self.last.lock().attached.retain(|attached| *attached != (name.to_owned(), token));
     }
 
     /// Moves consumer `name` to `lsn`, which must be durable; a position at
     /// or before its own is a no-op. Returns its position.
     pub(crate) fn advance_consumer<W>(
         &self,
-        name: &str,
+        (name, token): (&str, u64),
         lsn: Lsn,
         stages: &Stages<W>,
         metrics: &MetricsRecorder,
@@ -247,9 +265,10 @@ impl Checkpoints {
         if lsn > synced {
             return Err(Error::LsnOutOfRange { lsn, end: synced });
         }
-        Self::check_open(stages)?;
         let mut last = self.last.lock();
-        let Some(at) = last.consumers.get(name) else {
+        Self::check_open(&last, stages)?;
+        let held = last.attached.iter().any(|attached| *attached == (name.to_owned(), token));
+        let Some(at) = last.consumers.get(name).filter(|_| held) else {
             return Err(Error::UnknownConsumer { name: name.to_owned() });
         };
         if lsn.0 <= at {
@@ -265,15 +284,15 @@ impl Checkpoints {
     /// Removes consumer `name`, attached or not: its space is the writer's
     /// again at once.
     pub(crate) fn drop_consumer<W>(&self, name: &str, stages: &Stages<W>, metrics: &MetricsRecorder) -> Result<()> {
-        Self::check_open(stages)?;
         let mut last = self.last.lock();
+        Self::check_open(&last, stages)?;
         let mut consumers = last.consumers.clone();
         if !consumers.remove(name) {
             return Err(Error::UnknownConsumer { name: name.to_owned() });
         }
         let checkpoint = last.lsn;
         self.write(&mut last, (checkpoint, 0, consumers), stages, metrics)?;
-        last.attached.retain(|attached| attached != name);
+        last.attached.retain(|(attached, _)| attached != name);
         Ok(())
     }
 
@@ -283,9 +302,12 @@ impl Checkpoints {
         self.floor() < self.lsn()
     }
 
-    fn check_open<W>(stages: &Stages<W>) -> Result<()> {
+    /// Consumer changes write slots: not on a poisoned log, nor once the
+    /// clean-shutdown slot is written (under the coordinator, so none can
+    /// follow it and clear the mark).
+    fn check_open<W>(last: &Last, stages: &Stages<W>) -> Result<()> {
         stages.check()?;
-        if stages.is_shutdown() {
+        if last.closed || stages.is_shutdown() {
             return Err(Error::Closed);
         }
         Ok(())

@@ -45,11 +45,14 @@ pub struct Consumer {
     core: Arc<Core>,
     name: String,
     lsn: Lsn,
+    /// This handle's attachment: a handle from before the consumer was
+    /// dropped (and perhaps created again) moves nothing.
+    token: u64,
 }
 
 impl Consumer {
-    pub(crate) fn new(core: Arc<Core>, name: &str, lsn: Lsn) -> Self {
-        Consumer { core, name: name.to_owned(), lsn }
+    pub(crate) fn new(core: Arc<Core>, name: &str, (lsn, token): (Lsn, u64)) -> Self {
+        Consumer { core, name: name.to_owned(), lsn, token }
     }
 
     /// The consumer's name.
@@ -75,14 +78,14 @@ impl Consumer {
     /// after the log closed, and the log's poison.
     pub fn advance(&mut self, lsn: Lsn) -> Result<()> {
         let core = &self.core;
-        self.lsn = core.checkpoints.advance_consumer(&self.name, lsn, &core.stages, &core.metrics)?;
+        self.lsn = core.checkpoints.advance_consumer((&self.name, self.token), lsn, &core.stages, &core.metrics)?;
         Ok(())
     }
 }
 
 impl Drop for Consumer {
     fn drop(&mut self) {
-        self.core.checkpoints.detach_consumer(&self.name);
+        self.core.checkpoints.detach_consumer(&self.name, self.token);
     }
 }
 

@@ -167,17 +167,22 @@ impl<'a> LogReader<'a> {
     /// ```
     pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Group>> {
         let deadline = Instant::now() + timeout;
+        let mut last_look = false;
         loop {
             if let Some(group) = self.try_next()? {
                 return Ok(Some(group));
             }
             let stages = &self.core.stages;
             if stages.is_poisoned() || stages.is_shutdown() {
-                // Everything durable was read: nothing more will come.
-                if self.frontier() <= self.position {
+                // Nothing more will come once everything readable was read:
+                // at the frontier, or before a group the frontier cuts (a
+                // poisoned log's frontier can stop inside one). One more
+                // look first, for a group that became readable meanwhile.
+                if self.frontier() <= self.position || last_look {
                     stages.check()?;
                     return Err(Error::Closed);
                 }
+                last_look = true;
                 continue;
             }
             if !stages.wait_synced_past(self.position, deadline) && Instant::now() >= deadline {

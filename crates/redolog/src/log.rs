@@ -395,8 +395,8 @@ impl Log {
     /// ```
     pub fn create_consumer(&self, name: &str) -> Result<Consumer> {
         let core = &self.core;
-        let lsn = core.checkpoints.create_consumer(name, &core.stages, &core.metrics)?;
-        Ok(Consumer::new(self.core.clone(), name, lsn))
+        let attached = core.checkpoints.create_consumer(name, &core.stages, &core.metrics)?;
+        Ok(Consumer::new(self.core.clone(), name, attached))
     }
 
     /// Attaches to consumer `name`, which the log keeps (created in this
@@ -414,8 +414,8 @@ impl Log {
     /// # drop(replica);
     /// ```
     pub fn consumer(&self, name: &str) -> Result<Consumer> {
-        let lsn = self.core.checkpoints.attach_consumer(name)?;
-        Ok(Consumer::new(self.core.clone(), name, lsn))
+        let attached = self.core.checkpoints.attach_consumer(name)?;
+        Ok(Consumer::new(self.core.clone(), name, attached))
     }
 
     /// Removes consumer `name`, attached or not: the space it held is the

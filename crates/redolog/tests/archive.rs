@@ -155,11 +155,10 @@ fn damage_inside_the_archive_is_corruption_not_a_tail() {
     assert!(bytes.len() > 3 << 19, "the archive holds more than a batch ({} bytes)", bytes.len());
     bytes[100] ^= 1;
     std::fs::write(&segment, &bytes).expect("write");
-    // Reading stops before the damage (the last segment's end is a torn tail
-    // to a reader); resuming there would drop megabytes, so it is refused.
-    let summary = Archive::open(dir.path().join("archive")).expect("open").verify().expect("verify");
-    assert!(summary.groups <= 1, "reading stops at the damage: {summary:?}");
-    assert!(summary.torn_tail.is_some());
+    // Damage far from the end of the last segment is no torn tail: reading
+    // it, verifying it and resuming there are all `Corruption`.
+    let verified = Archive::open(dir.path().join("archive")).expect("open").verify();
+    assert!(matches!(verified, Err(Error::Corruption { .. })), "{verified:?}");
     let log = Arc::new(Log::open(dir.path().join("redo"), config).expect("reopen").0);
     let resumed = Archiver::start(&log, dir.path().join("archive"));
     assert!(matches!(resumed, Err(Error::Corruption { .. })), "{resumed:?}");
@@ -246,10 +245,51 @@ fn an_archive_ahead_of_a_log_that_lost_its_unsynced_tail_is_cut_back() {
     let recovered = log.end_lsn();
     assert!(recovered < written, "the Written groups were lost ({recovered} < {written})");
     assert_eq!(common::archived(dir.path()).last().map(|(end, _)| *end), Some(written), "the archive is ahead");
-    let archiver = Archiver::start(&log, dir.path().join("archive")).expect("resume");
     committed.retain(|(end, _)| *end <= recovered);
-    committed.extend(commit(&log, 100, 50));
+    // The log writes other groups where the archive still holds the lost
+    // ones, before the archiver starts again: it must not splice them.
+    committed.extend(commit(&log, 100, 30));
+    let archiver = Archiver::start(&log, dir.path().join("archive")).expect("resume");
+    committed.extend(commit(&log, 200, 20));
     log.close().expect("close");
     archiver.stop().expect("stop");
     assert_same(&common::archived(dir.path()), &committed);
+}
+
+/// `stop` copies what the log had written when it was asked, then returns,
+/// however fast commits go on.
+///
+/// Ignored: it hangs (found 2026-11-26, not yet fixed). With one committer
+/// filling the 64 KiB log up to the archiver's consumer, the archiver reads
+/// groups up to the one just below the writer's file limit and its next
+/// read never returns — with the reader's frontier at `written` or at
+/// `synced` alike — so the consumer never advances and the committer waits
+/// for file space for ever. Run it with `cargo test -p redolog --test
+/// archive stop_returns -- --ignored --nocapture` (docs/RELIABILITY.md).
+#[test]
+#[ignore = "hangs: the archiver's read just below the file limit never returns (see the comment)"]
+fn stop_returns_while_commits_go_on() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, archiver) = open(dir.path(), &common::small_log());
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut index = 0;
+            while !done.load(Ordering::Relaxed) {
+                if log.commit(&record(index), Durability::Synced).is_err() {
+                    break;
+                }
+                index += 1;
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let asked = std::time::Instant::now();
+        let end = archiver.stop().expect("stop");
+        assert!(asked.elapsed() < std::time::Duration::from_secs(5), "stop took {:?}", asked.elapsed());
+        assert!(end > redolog::Lsn::from_u64(0));
+        // Nobody advances the stopped archiver's consumer: let the writer go.
+        done.store(true, Ordering::Relaxed);
+        log.drop_consumer(redolog::archive::CONSUMER_NAME).expect("drop the consumer");
+    });
 }

@@ -363,6 +363,16 @@ fn bad_consumer_calls_are_typed_errors() {
     consumers[0].advance(before).expect("going back is a no-op");
     assert_eq!(consumers[0].lsn(), end);
     consumers.clear();
+    // A handle from before its consumer was dropped and created again moves
+    // nothing, and its drop leaves the new handle attached.
+    let mut old = log.consumer("c1").expect("attach");
+    log.drop_consumer("c1").expect("drop");
+    let new = log.create_consumer("c1").expect("create again");
+    assert!(matches!(old.advance(end), Err(Error::UnknownConsumer { .. })));
+    drop(old);
+    assert!(matches!(log.consumer("c1"), Err(Error::ConsumerBusy { .. })));
+    assert_eq!(new.lsn(), log.consumers().iter().find(|info| info.name == "c1").expect("c1").lsn);
+    drop(new);
     log.close().expect("close");
     assert!(matches!(log.create_consumer("late"), Err(Error::Closed)));
 }

@@ -12,8 +12,29 @@ use std::sync::Arc;
 use redolog::archive::Archiver;
 use redolog::{Config, Durability, Log, Lsn};
 
-use super::systems::System;
+use super::systems::{Role, System, SystemRow};
 use crate::harness::BoxError;
+
+/// The registry's rows of the archiving systems (log/registry.rs).
+pub const ARCHIVED: &[SystemRow] = &[
+    SystemRow {
+        name: "archived",
+        aliases: &[],
+        role: Role::Redolog,
+        about: "redolog with an Archiver copying every durable group into an archive beside the log \
+                (asynchronous: commits do not wait for it; Pipeline::Auto)",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(ArchivedSystem::open(dir, false)?)),
+    },
+    SystemRow {
+        name: "archived-sync",
+        aliases: &[],
+        role: Role::Redolog,
+        about: "archived, and each Synced commit also waits until it is in the synced archive (Archiver::wait)",
+        one_thread_only: false,
+        open: |dir| Ok(Arc::new(ArchivedSystem::open(dir, true)?)),
+    },
+];
 
 pub struct ArchivedSystem {
     log: Arc<Log>,

@@ -9,14 +9,14 @@ use std::sync::Arc;
 use super::systems::{Role, System, SystemRow, SYSTEMS};
 use crate::harness::BoxError;
 
-/// Every system of this build: the built-in rows, then the peers' if the
-/// `peers` feature is on.
+/// Every system of this build: the built-in rows, the archiving ones, then
+/// the peers' if the `peers` feature is on.
 pub fn registry() -> impl Iterator<Item = &'static SystemRow> {
     #[cfg(feature = "peers")]
     let peers = super::peers::PEERS;
     #[cfg(not(feature = "peers"))]
     let peers: &[SystemRow] = &[];
-    SYSTEMS.iter().chain(peers)
+    SYSTEMS.iter().chain(super::archived::ARCHIVED).chain(peers)
 }
 
 /// A system named on the command line: a row of the registry.

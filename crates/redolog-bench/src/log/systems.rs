@@ -147,23 +147,6 @@ pub const SYSTEMS: &[SystemRow] = &[
         open: |dir| Ok(Arc::new(RedologSystem::open_with(dir, encrypted_config())?)),
     },
     SystemRow {
-        name: "archived",
-        aliases: &[],
-        role: Role::Redolog,
-        about: "redolog with an Archiver copying every durable group into an archive beside the log \
-                (asynchronous: commits do not wait for it; Pipeline::Auto)",
-        one_thread_only: false,
-        open: |dir| Ok(Arc::new(super::archived::ArchivedSystem::open(dir, false)?)),
-    },
-    SystemRow {
-        name: "archived-sync",
-        aliases: &[],
-        role: Role::Redolog,
-        about: "archived, and each Synced commit also waits until it is in the synced archive (Archiver::wait)",
-        one_thread_only: false,
-        open: |dir| Ok(Arc::new(super::archived::ArchivedSystem::open(dir, true)?)),
-    },
-    SystemRow {
         name: "mutex",
         aliases: &[],
         role: Role::Baseline,

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use segment::{encode_entry_header, encode_header, segment_name, ENTRY_HEADER_BYTES, HEADER_BYTES};
+use segment::{encode_entry_header, encode_header, segment_name, BATCH_BYTES, ENTRY_HEADER_BYTES, HEADER_BYTES};
 pub use segment::{Archive, ArchiveReader, ArchiveSummary};
 
 use crate::config::Durability;
@@ -36,11 +36,6 @@ pub const CONSUMER_NAME: &str = "archiver";
 /// A segment is closed, and the next one begun, once it holds this much
 /// (PostgreSQL's WAL segment size): [`Archiver::start`]'s choice.
 pub const SEGMENT_BYTES: u64 = 16 << 20;
-
-/// The most an archiver writes before it syncs: a batch's bound. A crash
-/// leaves at most one batch unsynced, so a damaged entry further than this
-/// (and a group) from the end of the last segment is damage, not a torn tail.
-const BATCH_BYTES: u64 = 1 << 20;
 
 /// With nobody waiting in [`Archiver::wait`], how long the archiver gathers
 /// groups before it writes and syncs them, and how long it sleeps when the
@@ -98,6 +93,8 @@ struct Shared {
     /// Threads in `Archiver::wait`: while there are any, a batch is written
     /// as soon as the log has nothing more written (`LINGER`).
     waiters: AtomicUsize,
+    /// The archiver sleeps in `idle`: a waiter that registers wakes it.
+    idle: AtomicBool,
     state: Mutex<State>,
     /// The archiver, gathering a batch, waits here for a waiter to arrive.
     waiter_arrived: Condvar,
@@ -153,15 +150,14 @@ impl Archiver {
             Err(Error::UnknownConsumer { .. }) => log.create_consumer(CONSUMER_NAME)?,
             other => other?,
         };
-        let log_id = log.core().checkpoints.log_id();
-        let unsynced_bound = log.core().unsynced_bytes_bound();
-        let segment = SegmentWriter::resume(&dir, (log_id, unsynced_bound), &consumer, log.durable_lsn())?;
+        let segment = SegmentWriter::resume(&dir, log, &consumer)?;
         let shared = Arc::new(Shared {
             dir,
             archived: AtomicU64::new(segment.end.as_u64()),
             ended: AtomicBool::new(false),
             events: EventSlots::new(64),
             waiters: AtomicUsize::new(0),
+            idle: AtomicBool::new(false),
             state: Mutex::new(State { failure: None }),
             waiter_arrived: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -202,7 +198,7 @@ impl Archiver {
         if waiting {
             // The archiver writes a batch it gathers for later now, and asks
             // the log for what is appended (LINGER).
-            if shared.waiters.fetch_add(1, Ordering::SeqCst) == 0 {
+            if shared.waiters.fetch_add(1, Ordering::SeqCst) == 0 || shared.idle.load(Ordering::SeqCst) {
                 let _state = shared.state.lock();
                 shared.waiter_arrived.notify_one();
             }
@@ -298,20 +294,6 @@ fn prepare_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Whether a damaged entry at `offset` of the last segment, `len` bytes
-/// long, can be what a crash tore: the archiver keeps its unsynced bytes
-/// within `BATCH_BYTES`, or one entry, so the damage lies within
-/// `BATCH_BYTES` of the end or is the one entry that runs past it.
-fn could_be_torn(path: &Path, offset: u64, len: u64) -> bool {
-    if len - offset <= BATCH_BYTES {
-        return true;
-    }
-    let mut header = [0u8; ENTRY_HEADER_BYTES];
-    let read = File::open(path).and_then(|file| std::os::unix::fs::FileExt::read_exact_at(&file, &mut header, offset));
-    let body_len = u64::from(u32::from_le_bytes([header[20], header[21], header[22], header[23]]));
-    read.is_ok() && offset + ENTRY_HEADER_BYTES as u64 + body_len > len
-}
-
 /// The segment the archiver appends to.
 struct SegmentWriter {
     dir: PathBuf,
@@ -337,14 +319,13 @@ impl SegmentWriter {
     /// unsynced batch could leave (`could_be_torn`); further from the end it
     /// is `Corruption`.
     ///
-    /// An archive ahead of the log's durable end by at most `unsynced_bound`
-    /// (what the log may write and not sync) is cut back to it first.
-    fn resume(
-        dir: &Path,
-        (log_id, unsynced_bound): (u128, u64),
-        consumer: &Consumer,
-        durable: Lsn,
-    ) -> Result<SegmentWriter> {
+    /// Where the archive and the log disagree — the archive copies what the
+    /// log wrote before the log synced it, and a crash can lose that from the
+    /// log, which may since have written other groups there — the archive is
+    /// cut back to their last common group first, at most the log's unsynced
+    /// bound back.
+    fn resume(dir: &Path, log: &Log, consumer: &Consumer) -> Result<SegmentWriter> {
+        let log_id = log.core().checkpoints.log_id();
         let archive = match Archive::open(dir) {
             Err(Error::NotAnArchive { path, .. }) if path == dir => None,
             other => Some(other?),
@@ -360,34 +341,29 @@ impl SegmentWriter {
         let last = archive.segments().last().map(|segment| segment.path.clone()).unwrap_or_default();
         let file = OpenOptions::new().append(true).open(&last).map_err(|source| Error::io("open", &last, source))?;
         let len = file.metadata().map_err(|source| Error::io("stat", &last, source))?.len();
-        if let Some((path, offset)) = &summary.torn_tail {
-            if !could_be_torn(path, *offset, len) {
-                let reason = format!(
-                    "a damaged entry {} bytes before the end of the last segment: more than a crash leaves unsynced",
-                    len - offset
-                );
-                return Err(Error::Corruption { path: path.clone(), offset: *offset, lsn: summary.end, reason });
-            }
-        }
+        // What a killed archiver wrote may be in the page cache only: synced
+        // now, before the consumer moves past it.
+        failpoint("archive.sync")
+            .and_then(|()| file.sync_data())
+            .map_err(|source| Error::io("fdatasync", &last, source))?;
         if summary.end < consumer.lsn() {
             return Err(Error::ArchiveGap { path: dir.into(), archived_end: summary.end, oldest: consumer.lsn() });
         }
-        if summary.end > durable {
-            // The archive copies what the log wrote, before the log syncs it
-            // (§1.17): a crash can leave it ahead of the log by what was
-            // written and not synced (INV-8), which the log lost. Cut that
-            // off; anything further ahead is another history of the log.
-            if summary.end.0 - durable.0 > unsynced_bound {
+        let agreed = Self::agreed_end(&archive, log, consumer.lsn(), summary.end)?;
+        if agreed < summary.end {
+            // What the log lost in a crash after the archive copied it (§1.17,
+            // INV-33); anything further back is another history of the log.
+            let unsynced_bound = log.core().unsynced_bytes_bound();
+            if summary.end.0 - agreed.0 > unsynced_bound {
                 let reason = format!(
-                    "it ends at LSN {}, {} bytes past the log's durable end {durable}, more than the log ever leaves \
-                     unsynced: it copies another history of the log",
-                    summary.end,
-                    summary.end.0 - durable.0
+                    "it ends at LSN {} but agrees with the log only up to {agreed}, further back than the log ever \
+                     leaves unsynced: it copies another history of the log",
+                    summary.end
                 );
                 return Err(Error::NotAnArchive { path: dir.into(), reason });
             }
-            segment::cut_after(&archive, durable)?;
-            return Self::resume(dir, (log_id, unsynced_bound), consumer, durable);
+            segment::cut_after(&archive, agreed)?;
+            return Self::resume(dir, log, consumer);
         }
         let bytes = match summary.torn_tail {
             Some((_, offset)) => {
@@ -413,19 +389,50 @@ impl SegmentWriter {
         })
     }
 
+    /// The end of the archive's last group that the log holds too, byte for
+    /// byte, comparing from the consumer's position (the log keeps every
+    /// group from there) to the archive's `end`.
+    fn agreed_end(archive: &Archive, log: &Log, from: Lsn, end: Lsn) -> Result<Lsn> {
+        let from = from.max(archive.start_lsn());
+        if from >= end {
+            return Ok(end);
+        }
+        let mut theirs = log.read_from(from)?;
+        let mut agreed = from;
+        for ours in archive.read_from(from)? {
+            let ours = ours?;
+            match theirs.try_next()? {
+                Some(group)
+                    if (group.start_lsn(), group.end_lsn(), group.body())
+                        == (ours.start_lsn(), ours.end_lsn(), ours.body()) =>
+                {
+                    agreed = ours.end_lsn();
+                }
+                _ => break,
+            }
+        }
+        Ok(agreed)
+    }
+
     /// A new, synced, empty segment whose first group starts at `start`.
     fn create(dir: &Path, log_id: u128, start: Lsn) -> Result<SegmentWriter> {
+        // Written whole under a temporary name, then renamed: a crash never
+        // leaves a segment without its header (`Archive::open` skips and the
+        // next start removes a `.tmp`).
         let path = dir.join(segment_name(start));
+        let temporary = path.with_extension("seg.tmp");
+        let _ = std::fs::remove_file(&temporary);
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(&path)
-            .map_err(|source| Error::io("create", &path, source))?;
-        file.write_all(&encode_header(log_id, start)).map_err(|source| Error::io("write", &path, source))?;
+            .open(&temporary)
+            .map_err(|source| Error::io("create", &temporary, source))?;
+        file.write_all(&encode_header(log_id, start)).map_err(|source| Error::io("write", &temporary, source))?;
         failpoint("archive.create")
             .and_then(|()| file.sync_data())
-            .map_err(|source| Error::io("fdatasync", &path, source))?;
+            .map_err(|source| Error::io("fdatasync", &temporary, source))?;
+        std::fs::rename(&temporary, &path).map_err(|source| Error::io("rename", &temporary, source))?;
         File::open(dir).and_then(|dir| dir.sync_all()).map_err(|source| Error::io("fsync", dir, source))?;
         Ok(SegmentWriter {
             dir: dir.into(),
@@ -506,34 +513,20 @@ impl Worker {
         let Some(log) = self.log.upgrade() else { return Ok(()) };
         let mut reader = log.read_from(self.segment.end)?.reading_written();
         let mut advanced_at = Instant::now();
+        // Once asked to stop: what the log had written then, the last stretch.
+        let mut stop_at = None;
         loop {
-            // Asked to stop: copy what is durable now, without waiting, then stop.
-            let stopping = self.shared.stop.load(Ordering::SeqCst);
+            if stop_at.is_none() && self.shared.stop.load(Ordering::SeqCst) {
+                stop_at = Some(log.core().stages.written());
+            }
             if Arc::strong_count(&log) == 1 {
                 // Nobody else holds the log: close it, as dropping it would,
                 // and archive to its end.
                 let _ = log.close();
             }
-            let (closed, copied) = self.batch(&log, &mut reader, stopping)?;
-            let done = closed || (stopping && copied == 0);
-            // The consumer moves to an archived group end the log has made
-            // durable: the archive may run ahead of the log's sync.
-            let durable = log.durable_lsn();
-            let mut target = None;
-            while self.ends.front().is_some_and(|end| *end <= durable && *end <= self.segment.synced_end) {
-                target = self.ends.pop_front();
-            }
-            let target = target.unwrap_or(self.consumer.lsn());
-            let behind = target.0.saturating_sub(self.consumer.lsn().0);
-            if behind > 0 && (done || behind >= self.advance_every || advanced_at.elapsed() >= Duration::from_secs(1)) {
-                match self.consumer.advance(target) {
-                    // After the log closed, the consumer stays where it was:
-                    // the next start resumes at the archive's end anyway.
-                    Ok(()) | Err(Error::Closed) => {}
-                    Err(error) => return Err(error),
-                }
-                advanced_at = Instant::now();
-            }
+            let (closed, copied) = self.batch(&log, &mut reader, stop_at)?;
+            let done = closed || stop_at.is_some_and(|at| copied == 0 || self.segment.end >= at);
+            self.advance_consumer(&log, done, &mut advanced_at)?;
             self.segment.roll_if_full(self.segment_bytes)?;
             if done {
                 return Ok(());
@@ -541,11 +534,58 @@ impl Worker {
         }
     }
 
-    /// Copies what is durable, waiting up to `timeout` for the first group,
-    /// writes and syncs it in one batch and wakes the waiters. Returns whether
-    /// the log has closed and everything it made durable is archived, and how
-    /// many groups it copied.
-    fn batch(&mut self, log: &Log, reader: &mut LogReader<'_>, stopping: bool) -> Result<(bool, usize)> {
+    /// Moves the consumer to the last archived group end the log has made
+    /// durable (the archive may run ahead of the log's sync): once it is an
+    /// eighth of the log behind, every second, when the log has less than
+    /// that left before the consumer's limit (the writer may be waiting for
+    /// it), and at the end.
+    fn advance_consumer(&mut self, log: &Log, done: bool, advanced_at: &mut Instant) -> Result<()> {
+        let core = log.core();
+        let room = core.checkpoints.file_limit().data_start().0.saturating_sub(core.stages.written().0);
+        if room < self.advance_every {
+            // The writer may be waiting for this consumer, holding the write
+            // role with groups it has written and not synced; nobody else
+            // will sync them. Sync them (the sync role never waits for the
+            // write role), so the consumer can move past them.
+            let target = self.segment.synced_end.min(core.stages.written());
+            if target > log.durable_lsn() {
+                match core.wait_synced(target) {
+                    Ok(()) | Err(Error::Closed) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        let durable = log.durable_lsn();
+        let mut target = None;
+        while self.ends.front().is_some_and(|end| *end <= durable && *end <= self.segment.synced_end) {
+            target = self.ends.pop_front();
+        }
+        let Some(target) = target.filter(|target| *target > self.consumer.lsn()) else { return Ok(()) };
+        let behind = target.0 - self.consumer.lsn().0;
+        if done
+            || behind >= self.advance_every
+            || room < self.advance_every
+            || advanced_at.elapsed() >= Duration::from_secs(1)
+        {
+            match self.consumer.advance(target) {
+                // After the log closed, the consumer stays where it was: the
+                // next start resumes at the archive's end anyway.
+                Ok(()) | Err(Error::Closed) => {}
+                Err(error) => return Err(error),
+            }
+            *advanced_at = Instant::now();
+        } else {
+            // Not yet: keep the target for the next time.
+            self.ends.push_front(target);
+        }
+        Ok(())
+    }
+
+    /// Copies what the log has written, writes and syncs it in one batch and
+    /// wakes the waiters. Returns whether the log has closed and everything
+    /// it wrote is archived, and how many groups it copied. With `stop_at`,
+    /// copies up to there without waiting.
+    fn batch(&mut self, log: &Log, reader: &mut LogReader<'_>, stop_at: Option<Lsn>) -> Result<(bool, usize)> {
         let mut closed = false;
         let mut copied = 0;
         let mut asked_for_write = false;
@@ -556,6 +596,9 @@ impl Worker {
             source: Arc::new(source),
         };
         loop {
+            if stop_at.is_some_and(|at| self.segment.end >= at) {
+                break;
+            }
             match reader.next_timeout(Duration::ZERO) {
                 Ok(Some(group)) => {
                     self.append(&group).map_err(failed)?;
@@ -575,33 +618,47 @@ impl Worker {
                 }
                 break;
             }
-            if stopping {
+            if stop_at.is_some() {
                 break;
             }
             // Nothing written past the archive yet. With a thread waiting for
-            // the archive, have the log write what is appended now (as for a
-            // `Written` committer, uncounted): the archive's write and sync
-            // then overlap the log's own sync.
+            // the archive, have the log write what appenders have finished
+            // (as for a `Written` committer): the archive's write and sync
+            // then overlap the log's own sync. Never past the file limit (the
+            // writer may wait there for this archiver's own consumer) and
+            // never for a group still open (`begin_group`).
+            let core = log.core();
+            let target = core.appender.ready().min(core.checkpoints.file_limit().data_start());
             let waiting = self.shared.waiters.load(Ordering::SeqCst) > 0;
-            let end = log.core().appender.reserved_end();
-            if waiting && end > LogReader::position(reader) && !asked_for_write {
+            if waiting && target > LogReader::position(reader) && !asked_for_write {
                 asked_for_write = true;
-                match log.core().wait_written(end) {
+                match core.wait_written(target) {
                     Ok(()) | Err(Error::Closed) => continue,
                     Err(error) => return Err(error),
                 }
             }
-            // Idle: look again when a waiter arrives, or after LINGER.
-            let mut state = self.shared.state.lock();
-            if self.shared.waiters.load(Ordering::SeqCst) == 0 {
-                self.shared.waiter_arrived.wait_for(&mut state, LINGER);
-            }
+            self.idle(log, LogReader::position(reader));
             break;
         }
         if self.segment.unsynced > 0 {
             self.publish_synced().map_err(failed)?;
         }
         Ok((closed, copied))
+    }
+
+    /// Nothing to copy: sleeps until a waiter arrives (one registering while
+    /// `idle` is set notifies), or `LINGER`. Looks once more, after setting
+    /// `idle`, at whether appenders finished a group past `position`: a
+    /// waiter for it registered before that look and saw `idle` clear.
+    fn idle(&self, log: &Log, position: Lsn) {
+        let shared = &self.shared;
+        let mut state = shared.state.lock();
+        shared.idle.store(true, Ordering::SeqCst);
+        let work = shared.waiters.load(Ordering::SeqCst) > 0 && log.core().appender.ready() > position;
+        if !work && !shared.stop.load(Ordering::SeqCst) {
+            shared.waiter_arrived.wait_for(&mut state, LINGER);
+        }
+        shared.idle.store(false, Ordering::SeqCst);
     }
 
     /// Adds `group` to the batch: first writing and syncing the batch if the

@@ -30,6 +30,25 @@ const ENTRY_CRC_OFFSET: usize = 24;
 /// Bytes of an entry's header.
 pub(crate) const ENTRY_HEADER_BYTES: usize = 28;
 
+/// The most an archiver writes before it syncs: a batch's bound. A crash
+/// leaves at most one batch unsynced, so a damaged entry further than this
+/// (and a group) from the end of the last segment is damage, not a torn tail.
+pub(crate) const BATCH_BYTES: u64 = 1 << 20;
+
+/// Whether a damaged entry at `offset` of the last segment, `len` bytes
+/// long, can be what a crash tore: the archiver keeps its unsynced bytes
+/// within `BATCH_BYTES`, or one entry, so the damage lies within
+/// `BATCH_BYTES` of the end or is the one entry that runs past it.
+pub(crate) fn could_be_torn(path: &Path, offset: u64, len: u64) -> bool {
+    if len - offset <= BATCH_BYTES {
+        return true;
+    }
+    let mut header = [0u8; ENTRY_HEADER_BYTES];
+    let read = File::open(path).and_then(|file| std::os::unix::fs::FileExt::read_exact_at(&file, &mut header, offset));
+    let body_len = u64::from(u32::from_le_bytes([header[20], header[21], header[22], header[23]]));
+    read.is_ok() && offset + ENTRY_HEADER_BYTES as u64 + body_len > len
+}
+
 /// The file name of the segment whose first group starts at `start`.
 pub(crate) fn segment_name(start: Lsn) -> String {
     format!("{:016x}.seg", start.0)
@@ -109,6 +128,9 @@ impl Archive {
         for entry in entries {
             let entry = entry.map_err(|source| Error::io("read_dir", &dir, source))?;
             let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".seg.tmp") {
+                continue; // a segment whose creation a crash cut short
+            }
             let Some(start) = parse_segment_name(&name) else {
                 return Err(Error::NotAnArchive { path: entry.path(), reason: "not a segment file name".into() });
             };
@@ -310,9 +332,9 @@ impl ArchiveReader {
                     self.next = group.end_lsn();
                     Ok(Some(group))
                 }
-                Err(reason) if cursor.last => {
-                    // A torn tail: what a crash of the archiver leaves.
-                    let _ = reason;
+                // A torn tail: what a crash of the archiver leaves, within
+                // what it keeps unsynced of its last segment.
+                Err(_) if cursor.last && could_be_torn(&cursor.segment.path, cursor.offset, cursor.len) => {
                     self.torn = Some((cursor.segment.path.clone(), cursor.offset));
                     self.current = None;
                     Ok(None)
@@ -353,16 +375,20 @@ pub(crate) fn cut_after(archive: &Archive, lsn: Lsn) -> Result<Lsn> {
         }
     }
     let (path, offset, end) = cut;
-    let file =
-        std::fs::OpenOptions::new().write(true).open(&path).map_err(|source| Error::io("open", &path, source))?;
-    file.set_len(offset).map_err(|source| Error::io("truncate", &path, source))?;
-    failpoint("archive.cut").and_then(|()| file.sync_data()).map_err(|source| Error::io("fdatasync", &path, source))?;
-    for segment in archive.segments.iter().filter(|segment| segment.path > path) {
+    // Later segments go first, newest first, so a crash never leaves a gap
+    // (a shorter archive is what a cut leaves anyway).
+    let cut_start =
+        archive.segments.iter().find(|segment| segment.path == path).map_or(Lsn(0), |segment| segment.start);
+    for segment in archive.segments.iter().rev().filter(|segment| segment.start > cut_start) {
         std::fs::remove_file(&segment.path).map_err(|source| Error::io("remove", &segment.path, source))?;
     }
     File::open(&archive.dir)
         .and_then(|dir| dir.sync_all())
         .map_err(|source| Error::io("fsync", &archive.dir, source))?;
+    let file =
+        std::fs::OpenOptions::new().write(true).open(&path).map_err(|source| Error::io("open", &path, source))?;
+    file.set_len(offset).map_err(|source| Error::io("truncate", &path, source))?;
+    failpoint("archive.cut").and_then(|()| file.sync_data()).map_err(|source| Error::io("fdatasync", &path, source))?;
     Ok(end)
 }
 
