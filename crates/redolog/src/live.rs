@@ -185,9 +185,14 @@ impl<'a> LogReader<'a> {
                 last_look = true;
                 continue;
             }
-            if !stages.wait_synced_past(self.position, deadline) && Instant::now() >= deadline {
+            if Instant::now() >= deadline {
                 return Ok(None);
             }
+            // Wait for the frontier to move past what was read: `synced` past
+            // the position is not enough when the frontier stops inside the
+            // next group (the writer waits for file space there); waiting for
+            // that alone spun for ever, past any time limit.
+            stages.wait_synced_past(self.position.max(self.limit), deadline);
         }
     }
 

@@ -76,7 +76,7 @@ fn assert_same(archived: &[GroupImage], committed: &[GroupImage]) {
 #[test]
 fn the_archive_equals_the_log_over_wraps_and_restarts() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = common::small_log();
+    let config = common::archive_log();
     let mut committed = Vec::new();
     for session in 0..4 {
         let (log, archiver) = open(dir.path(), &config);
@@ -86,7 +86,7 @@ fn the_archive_equals_the_log_over_wraps_and_restarts() {
         assert_eq!(end, committed.last().expect("committed").0, "session {session}: the archive reaches the log's end");
     }
     let bytes: usize = committed.iter().map(|(_, records)| records[0].len()).sum();
-    assert!(bytes > 8 * 64 * 1024, "the log wrapped at least 8 times ({bytes} bytes)");
+    assert!(bytes > 2 * (256 << 10), "the log wrapped at least twice ({bytes} bytes)");
     assert_same(&common::archived(dir.path()), &committed);
     let archive = Archive::open(dir.path().join("archive")).expect("open");
     let summary = archive.verify().expect("verify");
@@ -104,7 +104,7 @@ fn the_archive_equals_the_log_over_wraps_and_restarts() {
 #[test]
 fn a_crash_keeps_what_the_archiver_acknowledged_and_it_resumes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = common::small_log();
+    let config = common::archive_log();
     let (log, archiver) = open(dir.path(), &config);
     let mut committed = commit(&log, 0, 200);
     let acked = committed.last().expect("committed").0;
@@ -130,7 +130,7 @@ fn a_crash_keeps_what_the_archiver_acknowledged_and_it_resumes() {
 #[test]
 fn a_synchronous_commit_is_in_the_synced_archive() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (log, archiver) = open(dir.path(), &common::small_log());
+    let (log, archiver) = open(dir.path(), &common::archive_log());
     for index in 0..20 {
         let end = log.commit(&record(index), Durability::Synced).expect("commit");
         archiver.wait(end).expect("archived");
@@ -167,7 +167,7 @@ fn damage_inside_the_archive_is_corruption_not_a_tail() {
 #[test]
 fn damage_in_a_closed_segment_is_corruption() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (log, archiver) = open(dir.path(), &common::small_log());
+    let (log, archiver) = open(dir.path(), &common::archive_log());
     commit(&log, 0, 300);
     log.close().expect("close");
     archiver.stop().expect("stop");
@@ -195,11 +195,11 @@ fn unsafe_foreign_and_encrypted_archives_are_refused() {
     let open_dir = dir.path().join("open-archive");
     std::fs::create_dir(&open_dir).expect("mkdir");
     std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let log = Arc::new(Log::open(dir.path().join("redo"), common::small_log()).expect("open").0);
+    let log = Arc::new(Log::open(dir.path().join("redo"), common::archive_log()).expect("open").0);
     let refused = Archiver::start(&log, &open_dir);
     assert!(matches!(&refused, Err(Error::UnsafeArchive { path, .. }) if *path == open_dir), "{refused:?}");
     // An archive of another log.
-    let other = Arc::new(Log::open(dir.path().join("other"), common::small_log()).expect("open").0);
+    let other = Arc::new(Log::open(dir.path().join("other"), common::archive_log()).expect("open").0);
     let archiver = Archiver::start(&other, dir.path().join("archive")).expect("start");
     other.commit(b"other", Durability::Synced).expect("commit");
     other.close().expect("close");
@@ -223,7 +223,7 @@ fn an_archive_ahead_of_a_log_that_lost_its_unsynced_tail_is_cut_back() {
     let dir = tempfile::tempdir().expect("tempdir");
     let storage = CrashStorage::new();
     let log_dir = Path::new("/log");
-    let log = Arc::new(Log::open_with_storage(log_dir, common::small_log(), storage.clone()).expect("create").0);
+    let log = Arc::new(Log::open_with_storage(log_dir, common::archive_log(), storage.clone()).expect("create").0);
     let archiver = Archiver::start(&log, dir.path().join("archive")).expect("start");
     let mut committed = Vec::new();
     for index in 0..20 {
@@ -241,7 +241,7 @@ fn an_archive_ahead_of_a_log_that_lost_its_unsynced_tail_is_cut_back() {
     let image = storage.state().crash(CrashMode::DropUnsynced).to_storage();
     drop(archiver);
     Arc::into_inner(log).expect("the archiver released the log").simulate_crash();
-    let log = Arc::new(Log::open_with_storage(log_dir, common::small_log(), image).expect("reopen").0);
+    let log = Arc::new(Log::open_with_storage(log_dir, common::archive_log(), image).expect("reopen").0);
     let recovered = log.end_lsn();
     assert!(recovered < written, "the Written groups were lost ({recovered} < {written})");
     assert_eq!(common::archived(dir.path()).last().map(|(end, _)| *end), Some(written), "the archive is ahead");
@@ -257,21 +257,20 @@ fn an_archive_ahead_of_a_log_that_lost_its_unsynced_tail_is_cut_back() {
 }
 
 /// `stop` copies what the log had written when it was asked, then returns,
-/// however fast commits go on.
-///
-/// Ignored: it hangs (found 2026-11-26, not yet fixed). With one committer
-/// filling the 64 KiB log up to the archiver's consumer, the archiver reads
-/// groups up to the one just below the writer's file limit and its next
-/// read never returns — with the reader's frontier at `written` or at
-/// `synced` alike — so the consumer never advances and the committer waits
-/// for file space for ever. Run it with `cargo test -p redolog --test
-/// archive stop_returns -- --ignored --nocapture` (docs/RELIABILITY.md).
+/// however fast commits go on. Before the fix it hung: with the log full up
+/// to the archiver's consumer, `LogReader::next_timeout` waited for `synced`
+/// to pass its position — which it had, inside the next group, where the
+/// writer waited for file space — and spun for ever, past its time limit;
+/// the consumer never advanced and the committer never got its space.
+/// After that fix it passes in 0.1 s in some runs and still hangs in others
+/// (not diagnosed yet): ignored until then, run it with `cargo test -p
+/// redolog --test archive stop_returns -- --ignored`.
 #[test]
-#[ignore = "hangs: the archiver's read just below the file limit never returns (see the comment)"]
+#[ignore = "still hangs in some runs after the next_timeout fix; see the comment and docs/RELIABILITY.md"]
 fn stop_returns_while_commits_go_on() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let dir = tempfile::tempdir().expect("tempdir");
-    let (log, archiver) = open(dir.path(), &common::small_log());
+    let (log, archiver) = open(dir.path(), &common::archive_log());
     let done = AtomicBool::new(false);
     std::thread::scope(|scope| {
         scope.spawn(|| {

@@ -37,7 +37,7 @@ fn commit(log: &Log, archiver: Option<&Archiver>, count: usize, groups: &mut Vec
 /// `name` fails once while the archiver runs; returns what happened.
 fn fail_while_running(name: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = Arc::new(Log::open(dir.path().join("redo"), common::small_log()).expect("open").0);
+    let log = Arc::new(Log::open(dir.path().join("redo"), common::archive_log()).expect("open").0);
     let archiver = start(&log, dir.path()).expect("start");
     let mut groups = Vec::new();
     commit(&log, Some(&archiver), 20, &mut groups).expect("commit before the fault");
@@ -66,7 +66,7 @@ fn every_archiver_failpoint_stops_it_and_the_next_start_resumes() {
     }
     // A failed cut of a torn tail: the start fails, the next one cuts it.
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = Arc::new(Log::open(dir.path().join("redo"), common::small_log()).expect("open").0);
+    let log = Arc::new(Log::open(dir.path().join("redo"), common::archive_log()).expect("open").0);
     let archiver = start(&log, dir.path()).expect("start");
     let mut groups = Vec::new();
     commit(&log, Some(&archiver), 10, &mut groups).expect("commit");

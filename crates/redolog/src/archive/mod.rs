@@ -542,19 +542,6 @@ impl Worker {
     fn advance_consumer(&mut self, log: &Log, done: bool, advanced_at: &mut Instant) -> Result<()> {
         let core = log.core();
         let room = core.checkpoints.file_limit().data_start().0.saturating_sub(core.stages.written().0);
-        if room < self.advance_every {
-            // The writer may be waiting for this consumer, holding the write
-            // role with groups it has written and not synced; nobody else
-            // will sync them. Sync them (the sync role never waits for the
-            // write role), so the consumer can move past them.
-            let target = self.segment.synced_end.min(core.stages.written());
-            if target > log.durable_lsn() {
-                match core.wait_synced(target) {
-                    Ok(()) | Err(Error::Closed) => {}
-                    Err(error) => return Err(error),
-                }
-            }
-        }
         let durable = log.durable_lsn();
         let mut target = None;
         while self.ends.front().is_some_and(|end| *end <= durable && *end <= self.segment.synced_end) {
