@@ -130,7 +130,8 @@ impl Archiver {
     /// # let log = Arc::new(Log::open(dir.path().join("redo"), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap().0);
     /// let archiver = Archiver::start_with_segments(&log, dir.path().join("archive"), 4096).unwrap();
     /// for _ in 0..20 {
-    ///     log.commit(&[7u8; 1000], Durability::Synced).unwrap();
+    ///     let end = log.append(&[7u8; 1000]).unwrap();
+    ///     archiver.wait(end).unwrap(); // one batch each: a segment every ~4
     /// }
     /// log.close().unwrap();
     /// archiver.stop().unwrap();
