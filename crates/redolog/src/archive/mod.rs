@@ -307,8 +307,6 @@ struct SegmentWriter {
     end: Lsn,
     /// Entries not yet written: the batch, written and synced together.
     pending: Vec<u8>,
-    /// The end of the last group synced.
-    synced_end: Lsn,
     /// Bytes appended since the last sync.
     unsynced: u64,
 }
@@ -339,14 +337,6 @@ impl SegmentWriter {
             return Err(Error::ForeignFile { path, expected: log_id, found: archive.log_id() });
         }
         let summary = archive.verify()?;
-        let last = archive.segments().last().map(|segment| segment.path.clone()).unwrap_or_default();
-        let file = OpenOptions::new().append(true).open(&last).map_err(|source| Error::io("open", &last, source))?;
-        let len = file.metadata().map_err(|source| Error::io("stat", &last, source))?.len();
-        // What a killed archiver wrote may be in the page cache only: synced
-        // now, before the consumer moves past it.
-        failpoint("archive.sync")
-            .and_then(|()| file.sync_data())
-            .map_err(|source| Error::io("fdatasync", &last, source))?;
         if summary.end < consumer.lsn() {
             return Err(Error::ArchiveGap { path: dir.into(), archived_end: summary.end, oldest: consumer.lsn() });
         }
@@ -363,20 +353,21 @@ impl SegmentWriter {
                 );
                 return Err(Error::NotAnArchive { path: dir.into(), reason });
             }
+        }
+        if agreed < summary.end || summary.torn_tail.is_some() {
+            // Cut back to the agreed group, and off a torn last entry (what a
+            // crash of the archiver leaves), then resume from the result.
             segment::cut_after(&archive, agreed)?;
             return Self::resume(dir, log, consumer);
         }
-        let bytes = match summary.torn_tail {
-            Some((_, offset)) => {
-                // A crash of the archiver cut its last entry: cut it off.
-                file.set_len(offset).map_err(|source| Error::io("truncate", &last, source))?;
-                failpoint("archive.cut")
-                    .and_then(|()| file.sync_data())
-                    .map_err(|source| Error::io("fdatasync", &last, source))?;
-                offset
-            }
-            None => len,
-        };
+        let last = archive.segments().last().map(|segment| segment.path.clone()).unwrap_or_default();
+        let file = OpenOptions::new().append(true).open(&last).map_err(|source| Error::io("open", &last, source))?;
+        let bytes = file.metadata().map_err(|source| Error::io("stat", &last, source))?.len();
+        // What a killed archiver wrote may be in the page cache only: synced
+        // now, before the consumer moves past it.
+        failpoint("archive.sync")
+            .and_then(|()| file.sync_data())
+            .map_err(|source| Error::io("fdatasync", &last, source))?;
         Ok(SegmentWriter {
             dir: dir.into(),
             log_id,
@@ -385,7 +376,6 @@ impl SegmentWriter {
             bytes,
             end: summary.end,
             pending: Vec::new(),
-            synced_end: summary.end,
             unsynced: 0,
         })
     }
@@ -443,7 +433,6 @@ impl SegmentWriter {
             bytes: HEADER_BYTES as u64,
             end: start,
             pending: Vec::new(),
-            synced_end: start,
             unsynced: 0,
         })
     }
@@ -469,7 +458,6 @@ impl SegmentWriter {
             .and_then(|()| self.file.sync_data())
             .map_err(|error| ("fdatasync", self.path.clone(), error))?;
         self.unsynced = 0;
-        self.synced_end = self.end;
         Ok(())
     }
 
@@ -545,7 +533,9 @@ impl Worker {
         let room = core.checkpoints.file_limit().data_start().0.saturating_sub(core.stages.written().0);
         let durable = log.durable_lsn();
         let mut target = None;
-        while self.ends.front().is_some_and(|end| *end <= durable && *end <= self.segment.synced_end) {
+        // A batch ends synced: every end in `ends` is in the synced archive.
+        debug_assert_eq!(self.segment.unsynced, 0, "the consumer moves only past a synced archive");
+        while self.ends.front().is_some_and(|end| *end <= durable) {
             target = self.ends.pop_front();
         }
         let Some(target) = target.filter(|target| *target > self.consumer.lsn()) else { return Ok(()) };

@@ -183,9 +183,7 @@ impl Archive {
             return Err(Error::InvalidLsn { lsn: from, reason: "it is before the archive's first group" });
         }
         let index = self.segments.partition_point(|segment| segment.start <= from) - 1;
-        let mut reader =
-            ArchiveReader { segments: self.segments[index..].to_vec(), current: None, next: from, torn: None };
-        reader.open_next()?;
+        let mut reader = ArchiveReader::open(self.segments[index..].to_vec(), from)?;
         reader.skip_to(from)?;
         Ok(reader)
     }
@@ -196,9 +194,7 @@ impl Archive {
     pub fn verify(&self) -> Result<ArchiveSummary> {
         let mut summary =
             ArchiveSummary { start: self.start_lsn(), end: self.start_lsn(), ..ArchiveSummary::default() };
-        let mut reader =
-            ArchiveReader { segments: self.segments.clone(), current: None, next: self.start_lsn(), torn: None };
-        reader.open_next()?;
+        let mut reader = ArchiveReader::open(self.segments.clone(), self.start_lsn())?;
         while let Some(group) = reader.next_group()? {
             summary.groups += 1;
             summary.records += group.record_count() as u64;
@@ -278,6 +274,14 @@ pub struct ArchiveReader {
 }
 
 impl ArchiveReader {
+    /// A reader of `segments`, the first opened, whose next group starts at
+    /// `next`.
+    fn open(segments: Vec<Segment>, next: Lsn) -> Result<ArchiveReader> {
+        let mut reader = ArchiveReader { segments, current: None, next, torn: None };
+        reader.open_next()?;
+        Ok(reader)
+    }
+
     /// Opens the next segment; `false` if there is none.
     fn open_next(&mut self) -> Result<bool> {
         if self.segments.is_empty() {
@@ -358,12 +362,10 @@ impl ArchiveReader {
 }
 
 /// Cuts the archive after its last group ending at or before `lsn`: that
-/// segment is truncated there, later segments are removed, and both are
-/// synced. Returns the archive's new end.
+/// segment is truncated there (which also drops a torn last entry), later
+/// segments are removed, and both are synced. Returns the archive's new end.
 pub(crate) fn cut_after(archive: &Archive, lsn: Lsn) -> Result<Lsn> {
-    let mut reader =
-        ArchiveReader { segments: archive.segments.clone(), current: None, next: archive.start_lsn(), torn: None };
-    reader.open_next()?;
+    let mut reader = ArchiveReader::open(archive.segments.clone(), archive.start_lsn())?;
     let first = &archive.segments[0];
     let mut cut = (first.path.clone(), HEADER_BYTES as u64, first.start);
     while let Some(group) = reader.next_group()? {
