@@ -42,6 +42,9 @@ enum Command {
     /// Read a log back: `Log::read_from` on the open log against reopening
     /// it and iterating recovery, over the same bytes, in interleaved rounds.
     ReadBack(log::read_back::ReadBackOptions),
+    /// Commit throughput while `Log::resize` grows and shrinks the log,
+    /// against the second before each resize.
+    Resize(log::resize::ResizeOptions),
     /// An openraft log store alone: redolog-raft against a RocksDB log store
     /// and raft-log (`--features peers`), appends of N entries through
     /// openraft's `blocking_append`, in interleaved rounds.
@@ -59,6 +62,7 @@ enum Job {
     /// experiment).
     Bench(Run),
     ReadBack(log::read_back::ReadBackOptions),
+    Resize(log::resize::ResizeOptions),
     RaftStore(raft::alone::RaftStoreOptions),
     KvNode(raft::processes::KvNodeOptions),
 }
@@ -71,6 +75,7 @@ fn job(matches: &ArgMatches) -> Result<Job, BoxError> {
             Job::Bench(options.into_run(matches.subcommand_matches("bench").ok_or("no bench arguments")?)?)
         }
         Command::ReadBack(options) => Job::ReadBack(options),
+        Command::Resize(options) => Job::Resize(options),
         Command::RaftStore(options) => Job::RaftStore(options),
         Command::KvNode(options) => Job::KvNode(options),
     })
@@ -88,6 +93,7 @@ fn main() -> ExitCode {
         Job::Bench(Run::Engine(options, engine)) => engine(&options),
         Job::Bench(Run::Raft(options)) => raft::sweep::run(&options),
         Job::ReadBack(options) => log::read_back::run(&options),
+        Job::Resize(options) => log::resize::run(&options),
         Job::RaftStore(options) => raft::alone::run(&options),
         Job::KvNode(options) => raft::processes::kv_node(options),
     });

@@ -111,8 +111,8 @@ pub(crate) struct Appender {
     /// `Config::group_bytes_max`.
     group_bytes_max: u64,
     /// The most data a group may hold: the writable ring of files less a block
-    /// at each end (INV-7).
-    capacity: u64,
+    /// at each end (INV-7). Lowered by a shrinking resize (§1.18).
+    capacity: crate::sync::atomic::AtomicU64,
     /// An encrypted log's session key and epoch (docs/DESIGN.md §1.15).
     sealer: Option<Sealer>,
 }
@@ -137,9 +137,20 @@ impl Appender {
             ring,
             link: LinkBuf::new(link_capacity, end.0, end.to_sn().0),
             group_bytes_max,
-            capacity,
+            capacity: crate::sync::atomic::AtomicU64::new(capacity),
             sealer: None,
         }
+    }
+
+    /// Sets the largest group the files hold: a resize lowers it before a
+    /// shrink and sets the new files' after its switch (docs/DESIGN.md §1.18).
+    pub(crate) fn set_capacity(&self, capacity: u64) {
+        self.capacity.store(capacity, Ordering::Relaxed);
+    }
+
+    /// The largest group the files hold now.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.capacity.load(Ordering::Relaxed)
     }
 
     /// Seals every group with `sealer` (an encrypted log), or none.
@@ -283,8 +294,9 @@ impl Appender {
         }
         // The whole group must fit between a checkpoint at its start and the end of
         // the writable ring (INV-7), with a block to spare at each end.
-        if bytes > self.capacity {
-            return Err(Error::GroupTooLarge { bytes, limit: self.capacity, limit_name: "the log capacity" });
+        let capacity = self.capacity.load(Ordering::Relaxed);
+        if bytes > capacity {
+            return Err(Error::GroupTooLarge { bytes, limit: capacity, limit_name: "the log capacity" });
         }
         Ok(bytes)
     }

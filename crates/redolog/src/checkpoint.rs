@@ -33,6 +33,13 @@ struct Last {
     next_token: u64,
     /// The clean-shutdown slot was written: nothing may write another.
     closed: bool,
+    /// Blocks in the ring of files: the file limit is a lap past the floor.
+    /// A resize lowers it before a shrink and sets the new files' at its
+    /// switch (docs/DESIGN.md §1.18).
+    ring_blocks: u64,
+    /// File 0, which holds the slots, and its path.
+    file: Arc<dyn StorageFile>,
+    path: PathBuf,
 }
 
 impl Last {
@@ -62,15 +69,17 @@ pub(crate) struct Checkpoints {
     floor: AtomicU64,
     /// The first block the writer may not write (INV-7).
     file_limit_block: crossbeam_utils::CachePadded<AtomicU64>,
-    /// Blocks in the ring of files: the file limit is a lap past the checkpoint.
-    ring_blocks: u64,
     log_id: u128,
     /// An encrypted log's session epoch and key table, which every slot
     /// repeats (INV-29, INV-31); 0 and empty otherwise.
     session: (u32, KeyTable),
-    /// File 0, which holds the slots, and its path.
-    file: Arc<dyn StorageFile>,
-    path: PathBuf,
+}
+
+/// The checkpoint coordinator held for a resize's switch (docs/DESIGN.md
+/// §1.18): no checkpoint or consumer change runs meanwhile.
+pub(crate) struct SwitchSlots<'a> {
+    checkpoints: &'a Checkpoints,
+    last: parking_lot::MutexGuard<'a, Last>,
 }
 
 impl Checkpoints {
@@ -82,18 +91,25 @@ impl Checkpoints {
         (log_id, session): (u128, (u32, KeyTable)),
         (file, path): (Arc<dyn StorageFile>, PathBuf),
     ) -> Self {
-        let last = Last { number, lsn, consumers, attached: Vec::new(), next_token: 0, closed: false };
+        let last = Last {
+            number,
+            lsn,
+            consumers,
+            attached: Vec::new(),
+            next_token: 0,
+            closed: false,
+            ring_blocks,
+            file,
+            path,
+        };
         let floor = last.floor();
         Checkpoints {
             last: Mutex::new(last),
             lsn: AtomicU64::new(lsn.0),
             floor: AtomicU64::new(floor.0),
             file_limit_block: crossbeam_utils::CachePadded::new(AtomicU64::new(floor.block().0 + ring_blocks)),
-            ring_blocks,
             log_id,
             session,
-            file,
-            path,
         }
     }
 
@@ -323,33 +339,14 @@ impl Checkpoints {
         stages: &Stages<W>,
         metrics: &MetricsRecorder,
     ) -> Result<()> {
-        // INV-18, where the checkpoint meets the sync stage.
-        assert!(lsn <= stages.synced(), "INV-18: checkpoint {lsn} past the durable log {}", stages.synced());
         let number = last.number + 1;
-        let slot = CheckpointSlot {
-            log_id: self.log_id,
-            number,
-            lsn: lsn.0,
-            durable_lsn: stages.synced().0,
-            flags,
-            epoch: self.session.0,
-            keys: self.session.1,
-            consumers,
-        };
-        let offset = CHECKPOINT_SLOT_OFFSETS[CheckpointSlot::slot_index(number)];
-        let failure = |op, source| IoFailure { op, path: self.path.clone(), source };
-        // A panic between the write and its sync leaves the slot's state unknown.
-        let _guard = PoisonOnPanic { stages, op: "checkpoint" };
+        let slot = self.slot(number, (lsn, flags, consumers), 0, stages);
         // INV-15: this slot held checkpoint `number - 2`; the other slot keeps
         // `number - 1` intact, so a torn write here loses only this checkpoint.
-        failpoint("checkpoint.write")
-            .and_then(|()| self.file.write_all_at(&[&slot.encode()], offset))
-            .map_err(|source| stages.poison(failure("write", source)))?;
-        // Until this returns, a crash recovers from checkpoint `number - 1`, whose
-        // log is intact because the writer never passed its limit (INV-7).
-        failpoint("checkpoint.sync")
-            .and_then(|()| self.file.sync_data())
-            .map_err(|source| stages.poison(failure("fdatasync", source)))?;
+        // Until the sync returns, a crash recovers from checkpoint
+        // `number - 1`, whose log is intact because the writer never passed
+        // its limit (INV-7).
+        put_slot((&last.file, &last.path), &slot, stages, ["checkpoint.write", "checkpoint.sync"])?;
         let floor_before = last.floor();
         // A slot written for a consumer is not a checkpoint in the metrics.
         let checkpointed = slot.consumers == last.consumers;
@@ -360,11 +357,100 @@ impl Checkpoints {
         self.lsn.store(lsn.0, Ordering::SeqCst);
         self.floor.store(floor.0, Ordering::SeqCst);
         // SeqCst: the writer re-checks the limit in its file-space predicate.
-        self.file_limit_block.store(floor.block().0 + self.ring_blocks, Ordering::SeqCst);
+        self.file_limit_block.store(floor.block().0 + last.ring_blocks, Ordering::SeqCst);
         stages.space_freed();
         if checkpointed {
             metrics.checkpoints.add(1);
         }
         Ok(())
     }
+
+    /// Slot `number`: the log's id and session, the durable LSN now.
+    fn slot<W>(
+        &self,
+        number: u64,
+        (lsn, flags, consumers): (Lsn, u32, ConsumerTable),
+        resize_file_bytes: u64,
+        stages: &Stages<W>,
+    ) -> CheckpointSlot {
+        // INV-18, where the checkpoint meets the sync stage.
+        assert!(lsn <= stages.synced(), "INV-18: checkpoint {lsn} past the durable log {}", stages.synced());
+        CheckpointSlot {
+            log_id: self.log_id,
+            number,
+            lsn: lsn.0,
+            durable_lsn: stages.synced().0,
+            flags,
+            epoch: self.session.0,
+            keys: self.session.1,
+            consumers,
+            resize_file_bytes,
+        }
+    }
+
+    /// A shrinking resize's first state (docs/DESIGN.md §1.18): the file
+    /// limit becomes a lap of `ring_blocks` past the floor, if that is
+    /// smaller. The caller holds the I/O gate exclusively, so no write pass
+    /// is between reading the limit and writing.
+    pub(crate) fn lower_ring(&self, ring_blocks: u64) {
+        let mut last = self.last.lock();
+        last.ring_blocks = last.ring_blocks.min(ring_blocks);
+        self.file_limit_block.store(last.floor().block().0 + last.ring_blocks, Ordering::SeqCst);
+    }
+
+    /// The coordinator, held for a resize's switch (§1.18).
+    pub(crate) fn hold_for_switch<W>(&self, stages: &Stages<W>) -> Result<SwitchSlots<'_>> {
+        let last = self.last.lock();
+        Self::check_open(&last, stages)?;
+        Ok(SwitchSlots { checkpoints: self, last })
+    }
+}
+
+impl SwitchSlots<'_> {
+    /// The switch (§1.18, INV-34): writes slot `n + 2` (the checkpoint and
+    /// consumers as they are) into the new files' `redo.0000` and syncs it;
+    /// the caller has synced the new files' blocks. Then the commit point:
+    /// slot `n + 1`, naming `file_bytes`, into the old `redo.0000`, synced.
+    /// Slot `n + 2` has the larger number, so the new file's next
+    /// checkpoint (`n + 3`) goes to its other slot (INV-15). Then later
+    /// slots go to the new file, and the file limit is a lap of the new
+    /// ring past the floor.
+    pub(crate) fn switch<W>(
+        mut self,
+        new: (&Arc<dyn StorageFile>, &PathBuf),
+        (file_bytes, ring_blocks): (u64, u64),
+        stages: &Stages<W>,
+    ) -> Result<()> {
+        let checkpoints = self.checkpoints;
+        let last = &mut *self.last;
+        let state = (last.lsn, 0, last.consumers.clone());
+        let fresh = checkpoints.slot(last.number + 2, state.clone(), 0, stages);
+        put_slot(new, &fresh, stages, ["resize.slot_write", "resize.slot_sync"])?;
+        let commit = checkpoints.slot(last.number + 1, state, file_bytes, stages);
+        put_slot((&last.file, &last.path), &commit, stages, ["resize.commit_write", "resize.commit_sync"])?;
+        last.number += 2;
+        (last.file, last.path) = (new.0.clone(), new.1.clone());
+        last.ring_blocks = ring_blocks;
+        checkpoints.file_limit_block.store(last.floor().block().0 + ring_blocks, Ordering::SeqCst);
+        stages.space_freed();
+        Ok(())
+    }
+}
+
+/// Writes `slot` into its place in `file` and syncs it; a failure poisons
+/// the log (INV-6). `[write, sync]` name the failpoints.
+fn put_slot<W>(
+    (file, path): (&Arc<dyn StorageFile>, &PathBuf),
+    slot: &CheckpointSlot,
+    stages: &Stages<W>,
+    [write_fp, sync_fp]: [&'static str; 2],
+) -> Result<()> {
+    let offset = CHECKPOINT_SLOT_OFFSETS[CheckpointSlot::slot_index(slot.number)];
+    let failure = |op, source| IoFailure { op, path: path.clone(), source };
+    // A panic between the write and its sync leaves the slot's state unknown.
+    let _guard = PoisonOnPanic { stages, op: "checkpoint" };
+    failpoint(write_fp)
+        .and_then(|()| file.write_all_at(&[&slot.encode()], offset))
+        .map_err(|source| stages.poison(failure("write", source)))?;
+    failpoint(sync_fp).and_then(|()| file.sync_data()).map_err(|source| stages.poison(failure("fdatasync", source)))
 }

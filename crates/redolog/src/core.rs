@@ -23,7 +23,6 @@ use crate::config::{Config, Durability, Pipeline};
 use crate::cpu::CpuMonitor;
 use crate::error::{Error, IoFailure, Result};
 use crate::format::KeyTable;
-use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
 use crate::metrics::{LsnLevels, Metrics, MetricsRecorder};
 use crate::pipeline::{Port, Site, Stages};
@@ -48,9 +47,16 @@ pub(crate) struct StartState {
 /// An open log.
 pub(crate) struct Core {
     pub(crate) config: Config,
-    pub(crate) layout: Layout,
-    /// Shared with the live readers (`live.rs`).
-    pub(crate) files: Arc<Files>,
+    /// The log's files, shared with the live readers (`live.rs`); the lock
+    /// is the I/O gate: write passes hold it shared from reading their
+    /// limits to the end of their write, sync passes for their fdatasyncs,
+    /// and a resize exclusively to switch the files (docs/DESIGN.md §1.18).
+    files: parking_lot::RwLock<Arc<Files>>,
+    /// Counts the switches of `files`: a reader that loaded a frontier and
+    /// then sees a new count reads from the new files (§1.18).
+    files_generation: AtomicU64,
+    /// Held by a running resize (`Error::ResizeBusy` for another).
+    pub(crate) resizing: parking_lot::Mutex<()>,
     pub(crate) appender: Appender,
     /// The closed LSN (MySQL's recent_closed).
     pub(crate) closer: Closer,
@@ -78,7 +84,6 @@ const ASYNC_IDLE_BEFORE_GROUP: std::time::Duration = std::time::Duration::from_m
 impl Core {
     pub(crate) fn new(
         config: Config,
-        layout: Layout,
         files: Arc<Files>,
         (log_id, unsynced_bytes_max): (u128, u64),
         start: StartState,
@@ -92,13 +97,13 @@ impl Core {
             start.end,
             &start.last_block,
             config.group_bytes_max,
-            layout.group_bytes_max(),
+            files.layout.group_bytes_max(),
         )
         .sealing(sealer);
         let unsynced_blocks = unsynced_bytes_max / crate::format::BLOCK_BYTES as u64;
         let checkpoints = Checkpoints::new(
             (start.checkpoint_no, start.checkpoint_lsn, start.consumers),
-            layout.ring_blocks,
+            files.layout.ring_blocks,
             (log_id, session),
             (files.handles[0].clone(), files.paths[0].clone()),
         );
@@ -114,8 +119,9 @@ impl Core {
             async_seen: AtomicBool::new(false),
             async_recent: AtomicBool::new(false),
             async_check_due_ns: AtomicU64::new(0),
-            layout,
-            files,
+            files: parking_lot::RwLock::new(files),
+            files_generation: AtomicU64::new(0),
+            resizing: parking_lot::Mutex::new(()),
             config,
         }
     }
@@ -232,9 +238,40 @@ impl Core {
     /// block's data start leaves that block alone), which reuses the block a
     /// lap before it (INV-25). Never past the floor's block: the file limit is
     /// a lap past it (INV-7, INV-32).
+    /// After a resize, never before the oldest block the files hold (§1.18).
     pub(crate) fn oldest_readable_block(&self) -> BlockNo {
         let last_written = last_data_block(Lsn(self.write_intent.load(Ordering::SeqCst)));
-        BlockNo((last_written.0 + 1).saturating_sub(self.layout.ring_blocks))
+        let files = self.files.read();
+        BlockNo((last_written.0 + 1).saturating_sub(files.layout.ring_blocks)).max(files.oldest)
+    }
+
+    /// The end of the write in flight, or of the last one (INV-25).
+    pub(crate) fn write_intent(&self) -> Lsn {
+        Lsn(self.write_intent.load(Ordering::SeqCst))
+    }
+
+    /// The log's files now (a resize switches them, §1.18).
+    pub(crate) fn files(&self) -> Arc<Files> {
+        self.files.read().clone()
+    }
+
+    /// How many times a resize switched the files. SeqCst: a reader loads
+    /// it after the frontier it reads up to (§1.18).
+    pub(crate) fn files_generation(&self) -> u64 {
+        self.files_generation.load(Ordering::SeqCst)
+    }
+
+    /// The I/O gate, exclusively: no write or sync pass runs while it is
+    /// held (the resize's switch, §1.18).
+    pub(crate) fn files_exclusive(&self) -> parking_lot::RwLockWriteGuard<'_, Arc<Files>> {
+        self.files.write()
+    }
+
+    /// Replaces the files under the exclusive gate, and counts the switch
+    /// before the gate is released.
+    pub(crate) fn switch_files(&self, gate: &mut parking_lot::RwLockWriteGuard<'_, Arc<Files>>, files: Arc<Files>) {
+        **gate = files;
+        self.files_generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Records what the user asked for; a fixed pipeline takes effect at once.
@@ -292,6 +329,11 @@ impl Core {
 
 impl Port for Core {
     type Writer = Writer;
+    type Gate<'a> = parking_lot::RwLockReadGuard<'a, Arc<Files>>;
+
+    fn gate(&self) -> Self::Gate<'_> {
+        self.files.read()
+    }
 
     fn ready(&self) -> Lsn {
         self.appender.ready()
@@ -305,18 +347,26 @@ impl Port for Core {
         self.checkpoints.held_by_consumer()
     }
 
-    fn write(&self, writer: &mut Writer, range: (Lsn, Lsn), synced: Lsn) -> std::result::Result<(), IoFailure> {
+    fn write(
+        &self,
+        files: &Self::Gate<'_>,
+        writer: &mut Writer,
+        range: (Lsn, Lsn),
+        synced: Lsn,
+    ) -> std::result::Result<(), IoFailure> {
         // INV-25: readers learn which lap's blocks may be written over before
         // any is. SeqCst: a reader loads it after its read.
         self.write_intent.fetch_max(range.1 .0, Ordering::SeqCst);
-        let done = writer.write(self.appender.ring(), &self.layout, &self.files, range, synced)?;
+        let done = writer.write(self.appender.ring(), files, range, synced)?;
         self.metrics.writes.add(done.calls);
         self.metrics.bytes_written.add(done.bytes);
         Ok(())
     }
 
     fn sync(&self, range: (Lsn, Lsn), started: Instant) -> std::result::Result<Instant, IoFailure> {
-        let fsyncs = self.files.sync_range(&self.layout, range, started, |elapsed| {
+        // The gate, shared: a resize's switch waits for the fdatasyncs.
+        let files = self.files.read();
+        let fsyncs = files.sync_range(range, started, |elapsed| {
             self.metrics.fsync_us.record_us(elapsed.as_micros() as u64);
             // The sync role's own counter (one syncer at a time).
             self.metrics.fsync_ns.add_as_sole_writer(elapsed.as_nanos() as u64);

@@ -236,6 +236,14 @@ pub enum Error {
         name: String,
     },
 
+    /// `Log::resize` was called while another resize of the log runs
+    /// (docs/DESIGN.md §1.18). Nothing changed.
+    #[error("{dir}: a resize of this log is already running")]
+    ResizeBusy {
+        /// The log directory.
+        dir: PathBuf,
+    },
+
     /// A `Config` field is out of its range; nothing was created or opened.
     #[error("invalid configuration: {field} = {value}: allowed {allowed}")]
     InvalidConfig {

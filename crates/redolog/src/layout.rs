@@ -87,6 +87,12 @@ pub(crate) fn temp_file_name(index: usize) -> String {
     format!("redo.{index:04}.tmp")
 }
 
+/// The name a file of a resize's new set has until the switch's renames
+/// (docs/DESIGN.md §1.18).
+pub(crate) fn resize_file_name(index: usize) -> String {
+    format!("redo.{index:04}.resize")
+}
+
 pub(crate) fn file_path(dir: &Path, index: usize) -> PathBuf {
     dir.join(file_name(index))
 }
@@ -125,5 +131,6 @@ mod tests {
     fn names() {
         assert_eq!(file_name(3), "redo.0003");
         assert_eq!(temp_file_name(0), "redo.0000.tmp");
+        assert_eq!(resize_file_name(2), "redo.0002.resize");
     }
 }

@@ -63,6 +63,7 @@ mod lsn;
 mod metrics;
 mod pipeline;
 mod recovery;
+mod resize;
 pub mod storage;
 mod sync;
 mod wait;

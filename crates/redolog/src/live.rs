@@ -56,6 +56,8 @@ const TORN_READ_RETRIES: u32 = 64;
 pub struct LogReader<'a> {
     core: &'a Core,
     groups: GroupReader,
+    /// The files generation the reader reads (docs/DESIGN.md §1.18).
+    generation: u64,
     /// The start of the next group to return.
     position: Lsn,
     /// The sync frontier the reader last read up to.
@@ -89,9 +91,13 @@ impl<'a> LogReader<'a> {
         if !from.is_data_position() {
             return Err(Error::InvalidLsn { lsn: from, reason: "it points into a block header or trailer" });
         }
+        // The generation before the files: a switch in between is seen at
+        // the first read, which then reads the new files again.
+        let generation = core.files_generation();
         let reader = LogReader {
             core,
-            groups: GroupReader::new(BlockReader::new(core.files.clone(), core.layout), from, true),
+            groups: GroupReader::new(BlockReader::new(core.files()), from, true),
+            generation,
             position: from,
             limit: from,
             checked: false,
@@ -202,6 +208,14 @@ impl<'a> LogReader<'a> {
         if synced <= self.position {
             return Ok(Attempt::CaughtUp);
         }
+        // §1.18: a frontier a pass stored after a resize's switch comes with
+        // the new files; the old ones keep everything below older frontiers.
+        let generation = self.core.files_generation();
+        if generation != self.generation {
+            self.generation = generation;
+            self.groups.blocks.switch_files(self.core.files());
+            self.groups.restart_at(self.position, self.position.block());
+        }
         if synced != self.limit {
             // INV-24: from the old frontier's block on, blocks were partial or
             // unwritten when read; read them again.
@@ -274,7 +288,7 @@ impl<'a> LogReader<'a> {
     /// `synced`). `Ok(false)`: the block did not read whole; read again.
     fn check_boundary(&mut self) -> Result<bool> {
         let from = self.position;
-        let mut blocks = BlockReader::new(self.core.files.clone(), self.core.layout);
+        let mut blocks = BlockReader::new(self.core.files());
         let BlockState::Valid(header) = blocks.state(from.block())? else {
             let oldest = self.core.oldest_readable_block();
             // Reused, or damaged, or (at the frontier) read again.

@@ -58,6 +58,8 @@ pub struct Log {
     /// The directory's exclusive lock (INV-19): held from before the first read
     /// until `close` or drop.
     dir_lock: Mutex<Option<LockHandle>>,
+    /// Where the files live: a resize creates and renames files there.
+    storage: Arc<dyn Storage>,
 }
 
 impl std::fmt::Debug for Log {
@@ -106,13 +108,8 @@ impl Log {
             session: opened.session,
             last_block: scan.last_block,
         };
-        let core = Arc::new(Core::new(
-            config,
-            opened.layout,
-            opened.files,
-            (opened.header.log_id, opened.header.unsynced_bytes_max),
-            start,
-        ));
+        let core =
+            Arc::new(Core::new(config, opened.files, (opened.header.log_id, opened.header.unsynced_bytes_max), start));
         let timer_wake = Arc::new((Mutex::new(()), Condvar::new()));
         let timer = spawn_timer(core.clone(), timer_wake.clone())?;
         let log = Log {
@@ -121,9 +118,58 @@ impl Log {
             timer_wake,
             log_threads: Mutex::new(Vec::new()),
             dir_lock: Mutex::new(Some(dir_lock)),
+            storage,
         };
         log.set_pipeline(log.core.config.pipeline)?;
         Ok((log, recovery))
+    }
+
+    /// Changes the log's capacity to `capacity_bytes` (rounded down to four
+    /// files of a multiple of 4 KiB, as [`Config::capacity_bytes`] at
+    /// creation) while committers, readers, consumers and checkpoints go on
+    /// (docs/DESIGN.md §1.18). Returns once the new files are the log: a
+    /// crash at any point leaves a log that opens at the old or the new
+    /// capacity with every acknowledged group.
+    ///
+    /// Growing copies the live log (from the oldest position a checkpoint or
+    /// consumer keeps) into four new files and switches to them; commits
+    /// wait only while the last stretch is copied. Shrinking first lowers
+    /// the writer's limit to the new size and waits until the log written
+    /// since the checkpoint fits it: it finishes once the application
+    /// checkpoints (or a consumer advances), as MySQL's shrink waits for
+    /// its page cleaners. A capacity `Config::validate` refuses is
+    /// `Error::InvalidConfig`, a second resize at once `Error::ResizeBusy`;
+    /// on a closed log `Error::Closed`.
+    ///
+    /// ```
+    /// use redolog::{Config, Durability, Log};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let lsn = log.commit(b"before", Durability::Synced).unwrap();
+    /// log.resize(4 << 20).unwrap();
+    /// assert_eq!(log.capacity_bytes(), 4 << 20);
+    /// log.commit(b"after", Durability::Synced).unwrap();
+    /// log.checkpoint(lsn).unwrap();
+    /// log.resize(1 << 20).unwrap();
+    /// log.close().unwrap();
+    /// let (log, recovery) = Log::open(dir.path(), Config::default()).unwrap();
+    /// assert_eq!(log.capacity_bytes(), 1 << 20);
+    /// assert_eq!(recovery.map(|group| group.unwrap().records().next().unwrap().to_vec()).collect::<Vec<_>>(), [b"after".to_vec()]);
+    /// ```
+    pub fn resize(&self, capacity_bytes: u64) -> Result<()> {
+        crate::resize::resize(&self.core, &self.storage, capacity_bytes)
+    }
+
+    /// The log's capacity: the size of its four files together.
+    ///
+    /// ```
+    /// use redolog::{Config, Log};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// assert_eq!(log.capacity_bytes(), 1 << 20);
+    /// ```
+    pub fn capacity_bytes(&self) -> u64 {
+        self.core.files().layout.file_bytes * u64::from(crate::format::FILE_COUNT)
     }
 
     /// Appends one record as a group of its own; returns the group's end LSN.
@@ -311,7 +357,7 @@ impl Log {
     /// ```
     #[cfg(feature = "metrics")]
     pub fn publish_metrics(&self) {
-        let name = self.core.files.dir().display().to_string();
+        let name = self.core.files().dir().display().to_string();
         self.core.metrics().publish(&[("log", &name)]);
     }
 

@@ -28,6 +28,11 @@ pub(crate) struct Files {
     pub(crate) encrypted: bool,
     /// What opens them, when the keys were given (docs/DESIGN.md §1.15).
     pub(crate) opener: Option<Arc<crate::encryption::Opener>>,
+    /// Where each block lives in these files.
+    pub(crate) layout: Layout,
+    /// The oldest block these files hold: the floor's block when a resize
+    /// created them (docs/DESIGN.md §1.18), 0 otherwise.
+    pub(crate) oldest: BlockNo,
 }
 
 /// What one `Writer::write` did.
@@ -63,14 +68,13 @@ impl Files {
     /// the caller last read the clock; each fdatasync's duration goes to `on_sync`.
     pub(crate) fn sync_range(
         &self,
-        layout: &Layout,
         (from, to): (Lsn, Lsn),
         started: Instant,
         mut on_sync: impl FnMut(Duration),
     ) -> Result<SyncDone, IoFailure> {
         debug_assert!(from < to);
         let mut done = SyncDone { calls: 0, finished: started };
-        for file_index in layout.files_between(from.block(), last_data_block(to)) {
+        for file_index in self.layout.files_between(from.block(), last_data_block(to)) {
             // INV-5: `synced` moves only after this returns Ok for every file.
             // A failure is never retried (INV-6): the caller poisons the log.
             let result = failpoint("writer.sync").and_then(|()| self.handles[file_index].sync_data());
@@ -111,7 +115,6 @@ impl Writer {
     pub(crate) fn write(
         &mut self,
         ring: &RingBuffer,
-        layout: &Layout,
         files: &Files,
         (from, to): (Lsn, Lsn),
         synced: Lsn,
@@ -142,7 +145,7 @@ impl Writer {
         }
         let block_count = full_end.0 - first.0 + u64::from(partial_len > 0);
         let mut done = WriteDone::default();
-        for run in layout.runs(first, block_count) {
+        for run in files.layout.runs(first, block_count) {
             let run_end = run.first.0 + run.count;
             let full_run_end = run_end.min(full_end.0);
             // At most two ring pieces (split at the ring's end) and the partial block.
@@ -192,7 +195,15 @@ mod tests {
             handles.push(file);
             paths.push(path);
         }
-        Files { handles, paths, seal: BlockSeal::for_log(1), encrypted: false, opener: None }
+        Files {
+            handles,
+            paths,
+            seal: BlockSeal::for_log(1),
+            encrypted: false,
+            opener: None,
+            layout: *layout,
+            oldest: BlockNo(0),
+        }
     }
 
     fn read_block(files: &Files, layout: &Layout, block: BlockNo) -> Vec<u8> {
@@ -213,7 +224,7 @@ mod tests {
         #[allow(unsafe_code)]
         let end = unsafe { ring.copy_in(start, &data) };
         let mut writer = Writer::new();
-        let done = writer.write(&ring, &layout, &files, (start, end), start).expect("write");
+        let done = writer.write(&ring, &files, (start, end), start).expect("write");
         // Block 3 is the last of file 0, block 4 the first of file 1.
         assert_eq!(done, WriteDone { calls: 2, bytes: 2 * BLOCK_BYTES as u64 });
         let full = read_block(&files, &layout, BlockNo(3));

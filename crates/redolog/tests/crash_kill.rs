@@ -21,6 +21,14 @@
 //!
 //! 50 rounds by default (7.7 s in a debug build); more: `REDOLOG_CRASH_ROUNDS=1000 cargo test
 //! --release -p redolog --test crash_kill`, or the 500-round `--ignored` test.
+//!
+//! `resize_kill_loop` runs the same rounds with a thread in the child that
+//! resizes the log up and down without pause (docs/DESIGN.md §1.18), its
+//! aborts at the resize's failpoints too, and checks after each round that
+//! the log opens at one of the two capacities with no resize files left: 12
+//! rounds by default, `REDOLOG_RESIZE_KILL_ROUNDS=200 cargo test --release -p
+//! redolog --test crash_kill resize_kill_loop` for the figure in
+//! docs/RELIABILITY.md.
 
 mod common;
 
@@ -40,6 +48,21 @@ const THREADS: u32 = 8;
 /// Failpoints a child passes, with how many of their hits to choose from.
 const CHILD_FAILPOINTS: [(&str, u32); 5] =
     [("files.open", 4), ("repair.write", 2), ("repair.sync", 2), ("writer.write", 40), ("writer.sync", 40)];
+
+/// The resizing rounds' failpoints: the resize's own, with the committing child's.
+const RESIZE_FAILPOINTS: [(&str, u32); 8] = [
+    ("writer.sync", 40),
+    ("resize.write", 8),
+    ("resize.copy", 20),
+    ("resize.copy_sync", 8),
+    ("resize.slot_write", 2),
+    ("resize.commit_write", 2),
+    ("resize.commit_sync", 2),
+    ("resize.rename", 8),
+];
+
+/// The capacities a resizing child moves between.
+const RESIZE_CAPACITIES: [u64; 2] = [4 << 20, 12 << 20];
 
 /// `REDOLOG_TEST_ENCRYPTED=1`: the rounds run on an encrypted log.
 fn config() -> Config {
@@ -216,6 +239,20 @@ fn crash_child() {
     drop(recovery);
     let log = Arc::new(log);
     let stdout = Arc::new(parking_lot::Mutex::new(std::io::stdout()));
+    if std::env::var_os("REDOLOG_CRASH_RESIZE").is_some() {
+        let (log, stdout) = (log.clone(), stdout.clone());
+        std::thread::spawn(move || {
+            for step in 0.. {
+                // Until the log is poisoned or the child dies.
+                if log.resize(RESIZE_CAPACITIES[step % 2]).is_err() {
+                    break;
+                }
+                let mut out = stdout.lock();
+                writeln!(out, "resized").expect("print");
+                out.flush().expect("flush");
+            }
+        });
+    }
     let workers: Vec<_> = (0..THREADS)
         .map(|thread| {
             let (log, stdout) = (log.clone(), stdout.clone());
@@ -248,10 +285,17 @@ fn crash_child() {
 /// What the child acknowledged: (round, thread, index) → end LSN.
 type Acks = BTreeMap<(u32, u32, u32), Lsn>;
 
+/// Resizes the child finished, over all rounds.
+static RESIZES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Runs a child until it dies; returns its acknowledgements and whether it
 /// aborted (at its failpoint) before the parent's SIGKILL.
-fn run_child(dir: &Path, round: u32, death: Death, delay: Duration) -> (Acks, bool) {
-    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+fn run_child(dir: &Path, round: u32, (death, resize): (Death, bool), delay: Duration) -> (Acks, bool) {
+    let mut command = Command::new(std::env::current_exe().expect("test binary"));
+    if resize {
+        command.env("REDOLOG_CRASH_RESIZE", "1");
+    }
+    let mut child = command
         .args(["crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, dir)
         .env("REDOLOG_CRASH_ROUND", round.to_string())
@@ -266,6 +310,9 @@ fn run_child(dir: &Path, round: u32, death: Death, delay: Duration) -> (Acks, bo
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             let fields: Vec<&str> = line.split(' ').collect();
+            if fields == ["resized"] {
+                RESIZES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             if let ["ack", round, thread, index, lsn] = fields[..] {
                 let parse = |text: &str| text.parse::<u64>().expect("child output");
                 let id = (parse(round) as u32, parse(thread) as u32, parse(index) as u32);
@@ -283,8 +330,21 @@ fn run_child(dir: &Path, round: u32, death: Death, delay: Duration) -> (Acks, bo
 }
 
 /// Reopens the log, checks the round's oracle, and checkpoints at the end.
-fn verify_round(dir: &Path, round: u32, acks: &Acks) -> usize {
+fn verify_round(dir: &Path, round: u32, acks: &Acks, resize: bool) -> usize {
     let (log, groups, _) = common::reopen(dir, &config());
+    if resize {
+        // INV-34: the old capacity or the new, and no resize files left.
+        let capacity = log.capacity_bytes();
+        assert!(
+            RESIZE_CAPACITIES.contains(&capacity) || capacity == config().capacity_bytes,
+            "round {round}: capacity {capacity}"
+        );
+        let names: Vec<String> = std::fs::read_dir(dir)
+            .expect("list")
+            .map(|entry| entry.expect("entry").file_name().into_string().expect("name"))
+            .collect();
+        assert!(!names.iter().any(|name| name.ends_with(".resize")), "round {round}: {names:?}");
+    }
     let mut seen = BTreeMap::new();
     for recovered in &groups {
         let records: Vec<Vec<u8>> = recovered.records().map(<[u8]>::to_vec).collect();
@@ -306,10 +366,10 @@ fn verify_round(dir: &Path, round: u32, acks: &Acks) -> usize {
     groups.len()
 }
 
-fn crash_rounds(rounds: u32) {
+fn crash_rounds(rounds: u32, resize: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut seed = getrandom::u64().expect("seed") | 1;
-    eprintln!("crash_kill: seed {seed}, {rounds} rounds");
+    eprintln!("crash_kill: seed {seed}, {rounds} rounds, resizing: {resize}");
     let (mut acknowledged, mut recovered, mut aborts) = (0, 0, 0);
     let started = Instant::now();
     for round in 0..rounds {
@@ -321,7 +381,8 @@ fn crash_rounds(rounds: u32) {
         let delay_ms = if seed % 5 == 0 { seed % 10 } else { 20 + seed % 180 };
         // The failpoints a committing child passes: its open and recovery, its
         // writes and syncs.
-        let (name, hits) = CHILD_FAILPOINTS[(seed >> 8) as usize % CHILD_FAILPOINTS.len()];
+        let points: &[(&str, u32)] = if resize { &RESIZE_FAILPOINTS } else { &CHILD_FAILPOINTS };
+        let (name, hits) = points[(seed >> 8) as usize % points.len()];
         let failpoint = FAILPOINTS.iter().position(|listed| *listed == name).expect("a listed failpoint");
         let hit = 1 + (seed >> 16) as u32 % hits;
         let death = match round % 4 {
@@ -330,16 +391,18 @@ fn crash_rounds(rounds: u32) {
             2 => Death::Abort { failpoint, hit },
             _ => Death::AbortLosingUnsynced { failpoint, hit },
         };
-        let (acks, aborted) = run_child(dir.path(), round, death, Duration::from_millis(delay_ms));
+        let (acks, aborted) = run_child(dir.path(), round, (death, resize), Duration::from_millis(delay_ms));
         aborts += u32::from(aborted);
         acknowledged += acks.len();
-        recovered += verify_round(dir.path(), round, &acks);
+        recovered += verify_round(dir.path(), round, &acks, resize);
     }
     eprintln!(
         "crash_kill: {rounds} rounds ({aborts} died at a failpoint), {acknowledged} acknowledged commits, \
-         {recovered} recovered groups, 0 violations, {:.1} s",
+         {recovered} recovered groups, {} resizes finished, 0 violations, {:.1} s",
+        RESIZES.load(std::sync::atomic::Ordering::Relaxed),
         started.elapsed().as_secs_f64()
     );
+    assert!(!resize || rounds < 8 || RESIZES.load(std::sync::atomic::Ordering::Relaxed) > 0, "no resize finished");
     assert!(acknowledged > 0, "the child never acknowledged a commit: the test tested nothing");
     assert!(rounds < 8 || aborts > 0, "no child died at a failpoint");
 }
@@ -347,11 +410,19 @@ fn crash_rounds(rounds: u32) {
 #[test]
 fn sigkill_never_loses_an_acknowledged_commit() {
     let rounds = std::env::var("REDOLOG_CRASH_ROUNDS").ok().and_then(|text| text.parse().ok()).unwrap_or(50);
-    crash_rounds(rounds);
+    crash_rounds(rounds, false);
 }
 
 #[test]
 #[ignore = "500 rounds, ten times the default run"]
 fn sigkill_never_loses_an_acknowledged_commit_long() {
-    crash_rounds(500);
+    crash_rounds(500, false);
+}
+
+/// The rounds with a child that resizes the log without pause while it
+/// commits: a kill or an abort at any step of a resize (INV-34).
+#[test]
+fn resize_kill_loop() {
+    let rounds = std::env::var("REDOLOG_RESIZE_KILL_ROUNDS").ok().and_then(|text| text.parse().ok()).unwrap_or(12);
+    crash_rounds(rounds, true);
 }

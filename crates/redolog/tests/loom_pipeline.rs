@@ -121,10 +121,18 @@ struct Log {
     file_limit: AtomicU64,
     /// The next fdatasync fails.
     fail_sync: AtomicBool,
+    /// The I/O gate (docs/DESIGN.md §1.18): a write pass holds it shared
+    /// from reading its limits to the end of its write.
+    gate: loom::sync::RwLock<()>,
 }
 
 impl Port for Log {
     type Writer = ();
+    type Gate<'a> = loom::sync::RwLockReadGuard<'a, ()>;
+
+    fn gate(&self) -> Self::Gate<'_> {
+        self.gate.read().expect("a model thread panicked holding the gate")
+    }
 
     fn ready(&self) -> Lsn {
         Lsn(self.ready.load(SeqCst))
@@ -134,7 +142,13 @@ impl Port for Log {
         BlockNo(self.file_limit.load(SeqCst))
     }
 
-    fn write(&self, _writer: &mut (), _range: (Lsn, Lsn), _synced: Lsn) -> Result<(), IoFailure> {
+    fn write(
+        &self,
+        _gate: &Self::Gate<'_>,
+        _writer: &mut (),
+        _range: (Lsn, Lsn),
+        _synced: Lsn,
+    ) -> Result<(), IoFailure> {
         Ok(())
     }
 
@@ -163,6 +177,7 @@ impl Log {
             ready: AtomicU64::new(at(0).0),
             file_limit: AtomicU64::new(1 << 40),
             fail_sync: AtomicBool::new(false),
+            gate: loom::sync::RwLock::new(()),
         }
     }
 
@@ -355,6 +370,45 @@ fn writer_waits_for_checkpoint_space(mode: bool) {
         checkpointer.join().expect("checkpointer");
         stop();
     });
+}
+
+/// A shrinking resize lowers the file limit under the gate held exclusively
+/// (docs/DESIGN.md §1.18), while a committer's group is being written: no
+/// pass writes past a limit lowered before its write (the pass's INV-7
+/// assertion would panic), and the committer is woken once a checkpoint
+/// raises the limit again. With the gate a no-op, loom finds the pass that
+/// read the old limit and wrote after the lowering.
+fn a_limit_lowered_under_the_gate_is_never_passed(mode: bool) {
+    check(move || {
+        let log = Arc::new(Log::new(mode));
+        log.file_limit.store(4, SeqCst);
+        let stop = start_log_threads(&log);
+        let shrinker = {
+            let log = log.clone();
+            loom::thread::spawn(move || {
+                {
+                    let _gate = log.gate.write().expect("gate");
+                    log.file_limit.store(2, SeqCst);
+                }
+                log.checkpoint(4);
+            })
+        };
+        log.append(3);
+        log.commit_wait(3).expect("not poisoned");
+        assert!(log.synced() >= at(3), "acknowledged before the covering sync");
+        shrinker.join().expect("shrinker");
+        stop();
+    });
+}
+
+#[test]
+fn a_limit_lowered_under_the_gate_is_never_passed_in_group_commit() {
+    a_limit_lowered_under_the_gate_is_never_passed(GROUP);
+}
+
+#[test]
+fn a_limit_lowered_under_the_gate_is_never_passed_by_the_log_writer() {
+    a_limit_lowered_under_the_gate_is_never_passed(DEDICATED);
 }
 
 #[test]

@@ -13,6 +13,7 @@ pub mod peers;
 pub mod read_back;
 pub mod registry;
 pub mod report;
+pub mod resize;
 pub mod runner;
 pub mod systems;
 

@@ -163,7 +163,7 @@ impl Archiver {
             waiter_arrived: Condvar::new(),
             stop: AtomicBool::new(false),
         });
-        let advance_every = (log.core().layout.group_bytes_max() / 8).max(1);
+        let advance_every = (log.core().files().layout.group_bytes_max() / 8).max(1);
         let worker = Worker {
             log: Arc::downgrade(log),
             shared: shared.clone(),

@@ -20,10 +20,12 @@ const KEY_ENTRY_BYTES: usize = 2 * size_of::<u32>();
 const CONSUMER_COUNT_OFFSET: usize = KEYS_OFFSET + KEYS_MAX * KEY_ENTRY_BYTES;
 const CONSUMERS_OFFSET: usize = CONSUMER_COUNT_OFFSET + size_of::<u32>();
 const CONSUMER_ENTRY_BYTES: usize = CONSUMER_NAME_MAX + size_of::<u64>();
-const SLOT_END: usize = CONSUMERS_OFFSET + CONSUMERS_MAX * CONSUMER_ENTRY_BYTES;
+const RESIZE_OFFSET: usize = CONSUMERS_OFFSET + CONSUMERS_MAX * CONSUMER_ENTRY_BYTES;
+const SLOT_END: usize = RESIZE_OFFSET + size_of::<u64>();
 const _: () = assert!(FLAGS_OFFSET + size_of::<u32>() == 52);
 const _: () = assert!(CONSUMER_COUNT_OFFSET == 316);
-const _: () = assert!(SLOT_END == 488);
+const _: () = assert!(RESIZE_OFFSET == 488);
+const _: () = assert!(SLOT_END == 496);
 const _: () = assert!(SLOT_END <= CRC_OFFSET);
 
 /// Most consumers a log keeps (docs/FORMAT.md §3, DESIGN.md §1.16).
@@ -154,6 +156,9 @@ pub(crate) struct CheckpointSlot {
     pub(crate) keys: KeyTable,
     /// The consumers (INV-32).
     pub(crate) consumers: ConsumerTable,
+    /// Nonzero: a resize committed here; the log is the `redo.NNNN.resize`
+    /// files, each this long (docs/DESIGN.md §1.18, INV-34).
+    pub(crate) resize_file_bytes: u64,
 }
 
 impl CheckpointSlot {
@@ -182,6 +187,7 @@ impl CheckpointSlot {
             block[at..at + name.len()].copy_from_slice(name.as_bytes());
             write_u64(&mut block, at + CONSUMER_NAME_MAX, *lsn);
         }
+        write_u64(&mut block, RESIZE_OFFSET, self.resize_file_bytes);
         let crc = crc32c::crc32c(&block[..CRC_OFFSET]);
         write_u32(&mut block, CRC_OFFSET, crc);
         block
@@ -230,6 +236,7 @@ impl CheckpointSlot {
             epoch: read_u32(block, EPOCH_OFFSET),
             keys,
             consumers,
+            resize_file_bytes: read_u64(block, RESIZE_OFFSET),
         })
     }
 }
@@ -245,8 +252,17 @@ mod tests {
         assert_eq!(keys.entries(), [(4, 0xdead_beef), (9, 1)]);
         let mut consumers = ConsumerTable::default();
         assert!(consumers.insert("archive", 8000) && consumers.insert("sixteen-bytes-ok", 9000));
-        let slot =
-            CheckpointSlot { log_id: 7, number: 3, lsn: 9000, durable_lsn: 9100, flags: 1, epoch: 5, keys, consumers };
+        let slot = CheckpointSlot {
+            log_id: 7,
+            number: 3,
+            lsn: 9000,
+            durable_lsn: 9100,
+            flags: 1,
+            epoch: 5,
+            keys,
+            consumers,
+            resize_file_bytes: 1 << 20,
+        };
         let mut block = slot.encode();
         assert_eq!(CheckpointSlot::decode(&block), Some(slot.clone()));
         assert_eq!(slot.consumers.floor(), Some(8000));
@@ -268,6 +284,7 @@ mod tests {
             epoch: 0,
             keys: KeyTable::default(),
             consumers,
+            resize_file_bytes: 0,
         };
         let reseal = |block: &mut [u8; BLOCK_BYTES]| {
             let crc = crc32c::crc32c(&block[..CRC_OFFSET]);

@@ -17,8 +17,9 @@ const FILE_BYTES_OFFSET: usize = LOG_ID_OFFSET + size_of::<u128>();
 const FIRST_LSN_OFFSET: usize = FILE_BYTES_OFFSET + size_of::<u64>();
 const UNSYNCED_MAX_OFFSET: usize = FIRST_LSN_OFFSET + size_of::<u64>();
 const CIPHER_OFFSET: usize = UNSYNCED_MAX_OFFSET + size_of::<u64>();
-const HEADER_END: usize = CIPHER_OFFSET + size_of::<u32>();
-const _: () = assert!(HEADER_END == 68);
+const OLDEST_LSN_OFFSET: usize = CIPHER_OFFSET + size_of::<u32>();
+const HEADER_END: usize = OLDEST_LSN_OFFSET + size_of::<u64>();
+const _: () = assert!(OLDEST_LSN_OFFSET == 68);
 const _: () = assert!(HEADER_END <= CRC_OFFSET);
 
 /// Bytes at the start of every file before its first log block: the header block,
@@ -39,6 +40,9 @@ pub(crate) struct FileHeader {
     /// The groups' cipher: [`CIPHER_NONE`] (format version 1) or
     /// [`CIPHER_AES_256_GCM`] (format version 2, docs/FORMAT.md §6.1).
     pub(crate) cipher: u32,
+    /// The oldest LSN the files hold: the floor when a resize created them
+    /// (docs/DESIGN.md §1.18); 0 for files made with the log.
+    pub(crate) oldest_lsn: u64,
 }
 
 /// No encryption: format version 1.
@@ -68,6 +72,7 @@ impl FileHeader {
         write_u64(&mut block, FIRST_LSN_OFFSET, self.first_lsn);
         write_u64(&mut block, UNSYNCED_MAX_OFFSET, self.unsynced_bytes_max);
         write_u32(&mut block, CIPHER_OFFSET, self.cipher);
+        write_u64(&mut block, OLDEST_LSN_OFFSET, self.oldest_lsn);
         let crc = crc32c::crc32c(&block[..CRC_OFFSET]);
         write_u32(&mut block, CRC_OFFSET, crc);
         block
@@ -94,6 +99,7 @@ impl FileHeader {
             first_lsn: read_u64(block, FIRST_LSN_OFFSET),
             unsynced_bytes_max: read_u64(block, UNSYNCED_MAX_OFFSET),
             cipher: read_u32(block, CIPHER_OFFSET),
+            oldest_lsn: read_u64(block, OLDEST_LSN_OFFSET),
         })
     }
 }
@@ -113,6 +119,7 @@ mod tests {
             first_lsn: 8208,
             unsynced_bytes_max: 1 << 24,
             cipher: CIPHER_NONE,
+            oldest_lsn: 1 << 20,
         }
     }
 

@@ -43,13 +43,11 @@ impl<W> Stages<W> {
                 port.count_wait(Site::LogWriter, true, waited);
                 return Ok(());
             }
-            let upto = self.writable_end(port, written, port.ready());
-            if upto <= written {
+            let Some((upto, _)) = self.write_writable(port, leader.state(), written, port.ready())? else {
                 // File space (a checkpoint) or the unsynced bound (the flusher).
                 return self.wait_for_writable(port, written);
-            }
+            };
             port.count_wait(Site::LogWriter, false, Waited::default());
-            self.write_range(port, leader.state(), written, upto)?;
             // A log thread keeps its role while it wakes: no committer could
             // take over (INV-28 is group commit's).
             self.write.wake_covered(written, upto);

@@ -167,12 +167,10 @@ impl<W> Stages<W> {
             port.count_wait(Site::Ready, true, waited);
             return Ok(Pass::Again);
         }
-        let upto = self.writable_end(port, written, ready);
-        if upto <= written {
+        let Some((upto, _)) = self.write_writable(port, leader.state(), written, ready)? else {
             self.wait_for_writable(port, written)?;
             return Ok(Pass::Again);
-        }
-        self.write_range(port, leader.state(), written, upto)?;
+        };
         leader.covered(written, upto);
         Ok(Pass::Moved)
     }
@@ -201,11 +199,32 @@ impl<W> Stages<W> {
     }
 
     /// How far the writer may write now: up to `ready`, bounded by the checkpoint
-    /// (INV-7) and the unsynced bound (INV-8).
-    pub(super) fn writable_end<P: Port>(&self, port: &P, written: Lsn, ready: Lsn) -> Lsn {
+    /// (INV-7) and the unsynced bound (INV-8). The caller holds the gate.
+    fn writable_end<P: Port>(&self, port: &P, written: Lsn, ready: Lsn) -> Lsn {
         let file_end = port.file_limit().data_start();
-        let unsynced_end = BlockNo(self.synced().block().0 + self.unsynced_blocks + 1).data_start();
+        let unsynced_end = BlockNo(self.synced().block().0 + self.unsynced_blocks() + 1).data_start();
         ready.min(file_end).min(unsynced_end).max(written)
+    }
+
+    /// Under the port's gate, so that the limits it reads still hold when it
+    /// writes (a resize lowers them under the gate, docs/DESIGN.md §1.18):
+    /// writes from `written` as far as the limits let it, up to `ready`, and
+    /// publishes `written`. Returns the new end and the write's start and
+    /// finish, or `None` if the limits let it write nothing.
+    pub(super) fn write_writable<P: Port<Writer = W>>(
+        &self,
+        port: &P,
+        writer: &mut W,
+        written: Lsn,
+        ready: Lsn,
+    ) -> Result<Option<(Lsn, (Instant, Instant))>> {
+        let gate = port.gate();
+        let upto = self.writable_end(port, written, ready);
+        if upto <= written {
+            return Ok(None);
+        }
+        let times = self.write_range(port, &gate, writer, (written, upto))?;
+        Ok(Some((upto, times)))
     }
 
     /// The writer cannot write at all: wait for a checkpoint (INV-7) or sync what
@@ -233,12 +252,12 @@ impl<W> Stages<W> {
     /// covered waiters: a committer once it let go of the role (INV-28).
     /// Returns when the write started and finished (the clock reads serve the pass
     /// timings of both roles).
-    pub(super) fn write_range<P: Port<Writer = W>>(
+    fn write_range<P: Port<Writer = W>>(
         &self,
         port: &P,
+        gate: &P::Gate<'_>,
         writer: &mut W,
-        written: Lsn,
-        upto: Lsn,
+        (written, upto): (Lsn, Lsn),
     ) -> Result<(Instant, Instant)> {
         // Where the stages meet, checked on every pass (a pass costs a system
         // call; these cost a few loads). A failure panics under the write role,
@@ -250,13 +269,13 @@ impl<W> Stages<W> {
             port.file_limit()
         );
         assert!(
-            upto <= BlockNo(self.synced().block().0 + self.unsynced_blocks + 1).data_start(),
+            upto <= BlockNo(self.synced().block().0 + self.unsynced_blocks() + 1).data_start(),
             "INV-8: writing up to {upto} would run more than {} blocks ahead of synced {}",
-            self.unsynced_blocks,
+            self.unsynced_blocks(),
             self.synced()
         );
         let started = Instant::now();
-        port.write(writer, (written, upto), self.synced()).map_err(|failure| self.poison(failure))?;
+        port.write(gate, writer, (written, upto), self.synced()).map_err(|failure| self.poison(failure))?;
         // INV-4; it also hands ring space back to appenders.
         self.write.advance(written, upto);
         // The dedicated flusher, if it waits for this (one load otherwise).
@@ -277,11 +296,9 @@ impl<W> Stages<W> {
         let Some(mut leader) = self.try_lead(&self.write, "write") else { return Ok(None) };
         // Re-read under the role: another writer may have finished meanwhile.
         let written = self.written();
-        let upto = self.writable_end(port, written, port.ready());
-        if upto <= written {
+        let Some((upto, wrote)) = self.write_writable(port, leader.state(), written, port.ready())? else {
             return Ok(None);
-        }
-        let wrote = self.write_range(port, leader.state(), written, upto)?;
+        };
         // Dropping the leader releases the write role, then wakes (INV-28).
         leader.covered(written, upto);
         Ok(Some(wrote))

@@ -83,6 +83,14 @@ pub(crate) enum Site {
 pub(crate) trait Port {
     /// The write role's state (the partial last block it rewrites).
     type Writer;
+    /// Held from a write pass's reading of its limits to the end of its
+    /// write: a resize takes it exclusively to lower the limits and switch
+    /// the files with no pass between the two (docs/DESIGN.md §1.18).
+    type Gate<'a>
+    where
+        Self: 'a;
+    /// Takes the gate (shared).
+    fn gate(&self) -> Self::Gate<'_>;
     /// End of the prefix the appenders have completed (the link buffer's tail).
     fn ready(&self) -> Lsn;
     /// The first block the writer may not write yet (INV-7).
@@ -94,7 +102,13 @@ pub(crate) trait Port {
     }
     /// Hands `[from, to)` to the OS. `synced` is the sync frontier, for the
     /// blocks' synced-back field.
-    fn write(&self, writer: &mut Self::Writer, range: (Lsn, Lsn), synced: Lsn) -> std::result::Result<(), IoFailure>;
+    fn write(
+        &self,
+        gate: &Self::Gate<'_>,
+        writer: &mut Self::Writer,
+        range: (Lsn, Lsn),
+        synced: Lsn,
+    ) -> std::result::Result<(), IoFailure>;
     /// fdatasyncs `[from, to)`; the sync began at `started`. Returns when it
     /// finished.
     fn sync(&self, range: (Lsn, Lsn), started: Instant) -> std::result::Result<Instant, IoFailure>;
@@ -121,8 +135,9 @@ pub(crate) struct Stages<W> {
     write: Stage<W>,
     /// `synced`, the sync role, its waiters.
     sync: Stage<()>,
-    /// Blocks the writer may run ahead of the sync frontier (INV-8).
-    unsynced_blocks: u64,
+    /// Blocks the writer may run ahead of the sync frontier (INV-8). Only
+    /// lowered, and only under the port's gate (a shrinking resize, §1.18).
+    unsynced_blocks: crate::sync::atomic::AtomicU64,
     /// Waiters for `ready`: the writer waiting for appenders, appenders
     /// waiting for link-buffer space. Appenders notify it (`ready_moved`).
     ready_events: EventSlots,
@@ -159,7 +174,7 @@ impl<W> Stages<W> {
         Stages {
             write: Stage::new(end, writer, slots),
             sync: Stage::new(end, (), slots),
-            unsynced_blocks,
+            unsynced_blocks: crate::sync::atomic::AtomicU64::new(unsynced_blocks),
             ready_events: EventSlots::new(slots),
             space_events: EventSlots::new(1),
             flusher_event: EventSlots::new(1),
@@ -306,7 +321,14 @@ impl<W> Stages<W> {
 
     /// Blocks the writer may run ahead of the sync frontier (INV-8).
     pub(crate) fn unsynced_blocks(&self) -> u64 {
-        self.unsynced_blocks
+        self.unsynced_blocks.load(Ordering::Relaxed)
+    }
+
+    /// Lowers the unsynced bound to `blocks` (never raises it). The caller
+    /// holds the port's gate exclusively: no pass is between reading the
+    /// bound and writing (docs/DESIGN.md §1.18).
+    pub(crate) fn lower_unsynced_blocks(&self, blocks: u64) {
+        self.unsynced_blocks.fetch_min(blocks, Ordering::Relaxed);
     }
 
     /// Whether the log is shutting down (the background threads stop).

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use crate::encryption::Encryption;
 use crate::error::{Error, Result};
 use crate::format::{BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_HEADER_BYTES, CHECKPOINT_CLEAN_SHUTDOWN};
-use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
 use crate::recovery::open::ScanMode;
 use crate::recovery::open::{open_existing, read_dir_contents};
@@ -99,7 +98,6 @@ pub struct Inspection {
     pub holder_pid: Option<u32>,
     /// The files and their geometry, for [`Inspection::sync_frontiers`].
     handles: Arc<Files>,
-    layout: Layout,
 }
 
 /// What the blocks of a range recorded about the syncs made while they were
@@ -147,7 +145,7 @@ impl Inspection {
     /// assert!(frontiers.syncs_at_least() >= 2);
     /// ```
     pub fn sync_frontiers(&self, from: Lsn, to: Lsn) -> Result<SyncFrontiers> {
-        let mut reader = BlockReader::new(self.handles.clone(), self.layout);
+        let mut reader = BlockReader::new(self.handles.clone());
         let mut frontiers = SyncFrontiers::default();
         let mut last = None;
         if to <= from {
@@ -223,8 +221,8 @@ pub fn inspect_with(
         log_id: opened.header.log_id,
         format_version: opened.header.format_version,
         files: opened.files.paths.clone(),
-        file_bytes: opened.layout.file_bytes,
-        ring_blocks: opened.layout.ring_blocks,
+        file_bytes: opened.files.layout.file_bytes,
+        ring_blocks: opened.files.layout.ring_blocks,
         first_lsn: Lsn(opened.header.first_lsn),
         unsynced_bytes_max: opened.header.unsynced_bytes_max,
         checkpoint_slots: opened.slots.map(|slot| slot.map(CheckpointInfo::from)),
@@ -236,6 +234,5 @@ pub fn inspect_with(
         in_use: holder.is_some(),
         holder_pid: holder.flatten(),
         handles: opened.files.clone(),
-        layout: opened.layout,
     })
 }

@@ -8,13 +8,12 @@ mod scan;
 
 use std::sync::Arc;
 
-pub(crate) use open::{lock, open_or_create};
+pub(crate) use open::{files_of, finish_resize_renames, lock, open_or_create, read_header, write_new_file};
 pub use reader::Group;
 pub(crate) use reader::{BlockReader, GroupReader, Step, StreamEnd};
 pub use scan::LogEnd;
 
 use crate::error::Result;
-use crate::layout::Layout;
 use crate::lsn::Lsn;
 use crate::writer::Files;
 
@@ -58,15 +57,8 @@ impl std::fmt::Debug for Recovery {
 }
 
 impl Recovery {
-    pub(crate) fn new(
-        files: Arc<Files>,
-        layout: Layout,
-        checkpoint_lsn: Lsn,
-        (start, end): (Lsn, Lsn),
-        log_end: LogEnd,
-    ) -> Self {
-        let reader =
-            (start < end).then(|| GroupReader::new(BlockReader::new(files, layout), start, true).with_limit(end));
+    pub(crate) fn new(files: Arc<Files>, checkpoint_lsn: Lsn, (start, end): (Lsn, Lsn), log_end: LogEnd) -> Self {
+        let reader = (start < end).then(|| GroupReader::new(BlockReader::new(files), start, true).with_limit(end));
         Recovery { checkpoint_lsn, start, end, log_end, reader }
     }
 

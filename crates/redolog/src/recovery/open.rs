@@ -13,7 +13,7 @@ use crate::format::{
     BlockSeal, CheckpointSlot, ConsumerTable, FileHeader, KeyTable, BLOCK_BYTES, CHECKPOINT_SLOT_OFFSETS,
     CIPHER_AES_256_GCM, CIPHER_NONE, FILE_COUNT, FILE_HEADER_AREA_BYTES, FORMAT_VERSION, FORMAT_VERSION_ENCRYPTED,
 };
-use crate::layout::{file_name, file_path, temp_file_name, Layout};
+use crate::layout::{file_name, file_path, resize_file_name, temp_file_name, Layout};
 use crate::lsn::{BlockNo, Lsn};
 use crate::recovery::scan::{repair, scan, LogEnd, ScanResult};
 use crate::storage::{DirLock, LockHandle, Storage, LOCK_FILE_NAME};
@@ -29,7 +29,6 @@ const ZERO_CHUNK_BYTES: usize = 1 << 20;
 /// An opened (or created) log, ready to start.
 pub(crate) struct Opened {
     pub(crate) files: Arc<Files>,
-    pub(crate) layout: Layout,
     pub(crate) checkpoint: CheckpointSlot,
     pub(crate) scan: ScanResult,
     /// The header of `redo.0000` (log id, unsynced bound, ...); both checkpoint
@@ -46,7 +45,6 @@ impl Opened {
         let scan = &self.scan;
         crate::recovery::Recovery::new(
             self.files.clone(),
-            self.layout,
             Lsn(self.checkpoint.lsn),
             (scan.start, scan.end),
             scan.log_end,
@@ -60,6 +58,8 @@ pub(crate) struct DirContents {
     pub(crate) present: [bool; FILE_COUNT as usize],
     /// `*.tmp` files of an interrupted creation.
     pub(crate) leftovers: Vec<PathBuf>,
+    /// Which `redo.NNNN.resize` files of a resize exist (docs/DESIGN.md §1.18).
+    pub(crate) resizing: [bool; FILE_COUNT as usize],
     /// Whether the directory existed.
     pub(crate) existed: bool,
 }
@@ -72,7 +72,12 @@ pub(crate) fn read_dir_contents(dir: &Path, storage: &Arc<dyn Storage>) -> Resul
         Err(error) if error.kind() == io::ErrorKind::NotFound => (Vec::new(), false),
         Err(source) => return Err(Error::io("list directory", dir, source)),
     };
-    let mut contents = DirContents { present: [false; FILE_COUNT as usize], leftovers: Vec::new(), existed };
+    let mut contents = DirContents {
+        present: [false; FILE_COUNT as usize],
+        leftovers: Vec::new(),
+        resizing: [false; FILE_COUNT as usize],
+        existed,
+    };
     for name in &names {
         if name == LOCK_FILE_NAME {
             continue;
@@ -81,6 +86,8 @@ pub(crate) fn read_dir_contents(dir: &Path, storage: &Arc<dyn Storage>) -> Resul
             contents.present[index] = true;
         } else if (0..FILE_COUNT as usize).any(|index| *name == temp_file_name(index)) {
             contents.leftovers.push(dir.join(name));
+        } else if let Some(index) = (0..FILE_COUNT as usize).find(|&index| *name == resize_file_name(index)) {
+            contents.resizing[index] = true;
         } else {
             let reason = format!("it holds {name:?}, which is not a redolog file");
             return Err(Error::NotALog { path: dir.to_path_buf(), reason });
@@ -131,8 +138,10 @@ fn check_permissions(dir: &Path, present: &[bool], storage: &Arc<dyn Storage>) -
 /// holds the directory's lock (`lock`, which made the directory if missing).
 /// First of all, refuses a directory or file others can write (INV-20).
 pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Opened> {
-    let DirContents { present, mut leftovers, .. } = read_dir_contents(dir, storage)?;
-    check_permissions(dir, &present, storage)?;
+    let contents = read_dir_contents(dir, storage)?;
+    check_permissions(dir, &contents.present, storage)?;
+    settle_resize(dir, storage, &contents)?;
+    let DirContents { present, mut leftovers, .. } = contents;
     // INV-16: the log exists iff redo.0000 does. Creation never leaves files
     // 1..3 under their final names without it, so finding them means the log
     // lost its first file: refuse, rather than create a new log over its data.
@@ -191,7 +200,7 @@ fn begin_session(opened: &mut Opened) -> Result<()> {
     let number = opened.checkpoint.number + 1;
     // The clean-shutdown mark stays: it still says where the log ends until a
     // group is appended, and recovery holds a cleanly closed log to that end.
-    let slot = CheckpointSlot { number, epoch, keys: session.keys, ..opened.checkpoint.clone() };
+    let slot = CheckpointSlot { number, epoch, keys: session.keys, resize_file_bytes: 0, ..opened.checkpoint.clone() };
     let index = CheckpointSlot::slot_index(number);
     let file = &opened.files.handles[0];
     failpoint("session.write")
@@ -239,6 +248,7 @@ fn new_log_header(config: &Config, layout: &Layout) -> Result<(FileHeader, Check
         first_lsn: FIRST_BLOCK.data_start().0,
         unsynced_bytes_max: Config::unsynced_bytes_max(layout.ring_blocks * BLOCK_BYTES as u64),
         cipher: if encrypted { CIPHER_AES_256_GCM } else { CIPHER_NONE },
+        oldest_lsn: 0,
     };
     let checkpoint = CheckpointSlot {
         log_id: header.log_id,
@@ -249,8 +259,51 @@ fn new_log_header(config: &Config, layout: &Layout) -> Result<(FileHeader, Check
         epoch: 0,
         keys: KeyTable::default(),
         consumers: ConsumerTable::default(),
+        resize_file_bytes: 0,
     };
     Ok((header, checkpoint))
+}
+
+/// Failpoint names of a new file's I/O: open, write, sync.
+type FileFailpoints = [&'static str; 3];
+
+/// Creates file `index` of a log at `path`: zero-filled to `header.file_bytes`,
+/// its header, `slot` in the first checkpoint slot if given, synced. `mode`:
+/// its permission bits, if not the storage's default.
+pub(crate) fn write_new_file(
+    storage: &Arc<dyn Storage>,
+    path: &Path,
+    (header, index, slot): (&FileHeader, usize, Option<&CheckpointSlot>),
+    mode: Option<u32>,
+    [open_fp, write_fp, sync_fp]: FileFailpoints,
+) -> Result<Arc<dyn crate::storage::StorageFile>> {
+    let file = failpoint(open_fp)
+        .and_then(|()| storage.open_file(path, true))
+        .map_err(|source| Error::io("create", path, source))?;
+    if let Some(mode) = mode {
+        storage.set_permissions(path, mode).map_err(|source| Error::io("chmod", path, source))?;
+    }
+    let write = |bytes: &[u8], offset: u64| {
+        failpoint(write_fp)
+            .and_then(|()| file.write_all_at(&[bytes], offset))
+            .map_err(|source| Error::io("write", path, source))
+    };
+    // Zero-filled, not fallocated: a later write into an unwritten extent makes
+    // fdatasync commit metadata (docs/DESIGN.md §6 measured 1.5× the latency).
+    let zeros = vec![0u8; ZERO_CHUNK_BYTES];
+    let mut offset = 0;
+    while offset < header.file_bytes {
+        let len = (header.file_bytes - offset).min(ZERO_CHUNK_BYTES as u64) as usize;
+        write(&zeros[..len], offset)?;
+        offset += len as u64;
+    }
+    write(&FileHeader { file_no: index as u32, ..*header }.encode(), 0)?;
+    if let Some(slot) = slot {
+        write(&slot.encode(), CHECKPOINT_SLOT_OFFSETS[CheckpointSlot::slot_index(slot.number)])?;
+    }
+    // The content must be durable before a name can make it part of the log.
+    failpoint(sync_fp).and_then(|()| file.sync_data()).map_err(|source| Error::io("fdatasync", path, source))?;
+    Ok(file)
 }
 
 /// Creates the four files under temporary names, fills them with zeros, syncs
@@ -258,37 +311,11 @@ fn new_log_header(config: &Config, layout: &Layout) -> Result<(FileHeader, Check
 fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Opened> {
     let layout = Layout::new(config.file_bytes());
     let (header, checkpoint) = new_log_header(config, &layout)?;
-    let encrypted = header.cipher != CIPHER_NONE;
-    let zeros = vec![0u8; ZERO_CHUNK_BYTES];
+    let mode = config.group_readable.then_some(GROUP_READABLE_FILE);
     for index in 0..FILE_COUNT as usize {
         let path = dir.join(temp_file_name(index));
-        let file = failpoint("create.open")
-            .and_then(|()| storage.open_file(&path, true))
-            .map_err(|source| Error::io("create", &path, source))?;
-        if config.group_readable {
-            storage.set_permissions(&path, GROUP_READABLE_FILE).map_err(|source| Error::io("chmod", &path, source))?;
-        }
-        let write = |bytes: &[u8], offset: u64| {
-            failpoint("create.write")
-                .and_then(|()| file.write_all_at(&[bytes], offset))
-                .map_err(|source| Error::io("write", &path, source))
-        };
-        // Zero-filled, not fallocated: a later write into an unwritten extent makes
-        // fdatasync commit metadata (docs/DESIGN.md §6 measured 1.5× the latency).
-        let mut offset = 0;
-        while offset < layout.file_bytes {
-            let len = (layout.file_bytes - offset).min(ZERO_CHUNK_BYTES as u64) as usize;
-            write(&zeros[..len], offset)?;
-            offset += len as u64;
-        }
-        write(&FileHeader { file_no: index as u32, ..header }.encode(), 0)?;
-        if index == 0 {
-            write(&checkpoint.encode(), CHECKPOINT_SLOT_OFFSETS[0])?;
-        }
-        // The content must be durable before a name can make the log exist.
-        failpoint("create.sync")
-            .and_then(|()| file.sync_data())
-            .map_err(|source| Error::io("fdatasync", &path, source))?;
+        let slot = (index == 0).then_some(&checkpoint);
+        write_new_file(storage, &path, (&header, index, slot), mode, ["create.open", "create.write", "create.sync"])?;
     }
     let sync_dir = || {
         failpoint("create.sync_dir")
@@ -309,9 +336,10 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
         }
     }
     sync_dir()?;
-    let opener = config.encryption.as_ref().map(|keys| Arc::new(Opener::new(keys, header.log_id, KeyTable::default())));
-    let files =
-        Arc::new(Files { seal: BlockSeal::for_log(header.log_id), encrypted, opener, ..open_files(dir, storage)? });
+    let mut files = files_of(open_handles(&log_paths(dir), storage)?, log_paths(dir), &header);
+    files.opener =
+        config.encryption.as_ref().map(|keys| Arc::new(Opener::new(keys, header.log_id, KeyTable::default())));
+    let files = Arc::new(files);
     let end = Lsn(header.first_lsn);
     let scan = ScanResult {
         start: end,
@@ -322,7 +350,7 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Ope
         key_ids: Vec::new(),
     };
     let slots = [Some(checkpoint.clone()), None];
-    Ok(Opened { files, layout, checkpoint, scan, header, slots, session: None })
+    Ok(Opened { files, checkpoint, scan, header, slots, session: None })
 }
 
 /// The ring image of the first block of a new log: its first group starts at
@@ -333,28 +361,55 @@ fn empty_first_block() -> Vec<u8> {
     image
 }
 
-fn open_files(dir: &Path, storage: &Arc<dyn Storage>) -> Result<Files> {
-    let mut handles = Vec::new();
-    let mut paths = Vec::new();
-    for index in 0..FILE_COUNT as usize {
-        let path = file_path(dir, index);
-        let handle = failpoint("files.open").and_then(|()| storage.open_file(&path, false));
-        let handle = handle.map_err(|source| match source.kind() {
-            io::ErrorKind::NotFound => Error::MissingFile { path: path.clone(), reason: "not found".into() },
-            _ => Error::io("open", &path, source),
-        })?;
-        handles.push(handle);
-        paths.push(path);
+/// The paths of the four files of the log in `dir`.
+fn log_paths(dir: &Path) -> Vec<PathBuf> {
+    (0..FILE_COUNT as usize).map(|index| file_path(dir, index)).collect()
+}
+
+/// Opens the files at `paths` for reading and writing.
+pub(crate) fn open_handles(
+    paths: &[PathBuf],
+    storage: &Arc<dyn Storage>,
+) -> Result<Vec<Arc<dyn crate::storage::StorageFile>>> {
+    paths
+        .iter()
+        .map(|path| {
+            let handle = failpoint("files.open").and_then(|()| storage.open_file(path, false));
+            handle.map_err(|source| match source.kind() {
+                io::ErrorKind::NotFound => Error::MissingFile { path: path.clone(), reason: "not found".into() },
+                _ => Error::io("open", path, source),
+            })
+        })
+        .collect()
+}
+
+/// The files of a log whose header is `header`: its seal, its layout, the
+/// oldest block they hold. No keys yet: the caller sets the opener.
+pub(crate) fn files_of(
+    handles: Vec<Arc<dyn crate::storage::StorageFile>>,
+    paths: Vec<PathBuf>,
+    header: &FileHeader,
+) -> Files {
+    Files {
+        handles,
+        paths,
+        seal: BlockSeal::for_log(header.log_id),
+        encrypted: header.cipher != CIPHER_NONE,
+        opener: None,
+        layout: Layout::new(header.file_bytes),
+        oldest: if header.oldest_lsn == 0 { BlockNo(0) } else { Lsn(header.oldest_lsn).block() },
     }
-    // The seal is the log's: callers set it from the file header.
-    Ok(Files { handles, paths, seal: BlockSeal::for_log(0), encrypted: false, opener: None })
 }
 
 /// Reads and validates the header of file `index`.
-fn read_header(files: &Files, index: usize) -> Result<FileHeader> {
-    let path = &files.paths[index];
+pub(crate) fn read_header(
+    handle: &Arc<dyn crate::storage::StorageFile>,
+    path: &Path,
+    index: usize,
+) -> Result<FileHeader> {
+    let path = &path.to_path_buf();
     let mut block = [0u8; BLOCK_BYTES];
-    files.handles[index].read_exact_at(&mut block, 0).map_err(|source| match source.kind() {
+    handle.read_exact_at(&mut block, 0).map_err(|source| match source.kind() {
         io::ErrorKind::UnexpectedEof => Error::NotALog { path: path.clone(), reason: "shorter than a header".into() },
         _ => Error::io("read", path, source),
     })?;
@@ -411,18 +466,18 @@ pub(crate) fn open_existing(
     mode: ScanMode,
     encryption: Option<&Encryption>,
 ) -> Result<Opened> {
-    let mut files = open_files(dir, storage)?;
-    let header = read_header(&files, 0)?;
-    files.seal = BlockSeal::for_log(header.log_id);
-    files.encrypted = header.cipher != CIPHER_NONE;
+    let paths = current_paths(dir, storage)?;
+    let handles = open_handles(&paths, storage)?;
+    let header = read_header(&handles[0], &paths[0], 0)?;
+    let mut files = files_of(handles, paths, &header);
     match (mode, files.encrypted, encryption) {
         (ScanMode::Repair, true, None) => return Err(Error::KeyRequired { path: dir.to_path_buf() }),
         (ScanMode::Repair, false, Some(_)) => return Err(Error::NotEncrypted { path: dir.to_path_buf() }),
         _ => {}
     }
     for index in 0..FILE_COUNT as usize {
-        let other = if index == 0 { header } else { read_header(&files, index)? };
         let path = &files.paths[index];
+        let other = if index == 0 { header } else { read_header(&files.handles[index], path, index)? };
         if other.log_id != header.log_id {
             return Err(Error::ForeignFile { path: path.clone(), expected: header.log_id, found: other.log_id });
         }
@@ -432,36 +487,120 @@ pub(crate) fn open_existing(
             return Err(Error::MissingFile { path: path.clone(), reason });
         }
     }
-    let layout = Layout::new(header.file_bytes);
+    let layout = files.layout;
     let unsynced_ok = header.unsynced_bytes_max % BLOCK_BYTES as u64 == 0
         && header.unsynced_bytes_max <= layout.ring_blocks * BLOCK_BYTES as u64;
-    if !unsynced_ok || !Lsn(header.first_lsn).is_data_position() {
-        let reason =
-            format!("implausible unsynced bound {} or first LSN {}", header.unsynced_bytes_max, header.first_lsn);
+    let oldest_ok = header.oldest_lsn == 0 || Lsn(header.oldest_lsn).is_data_position();
+    if !unsynced_ok || !oldest_ok || !Lsn(header.first_lsn).is_data_position() {
+        let reason = format!(
+            "implausible unsynced bound {}, first LSN {} or oldest LSN {}",
+            header.unsynced_bytes_max, header.first_lsn, header.oldest_lsn
+        );
         return Err(Error::Corruption { path: files.paths[0].clone(), offset: 0, lsn: Lsn(0), reason });
     }
-    let (checkpoint, slots) = read_checkpoint(&files, &header)?;
+    let (checkpoint, slots) = read_checkpoint(&files.handles[0], &files.paths[0], &header)?;
     if files.encrypted {
         files.opener = encryption.map(|keys| Arc::new(Opener::new(keys, header.log_id, checkpoint.keys)));
     }
     let files = Arc::new(files);
-    let scan = scan(&files, &layout, &checkpoint, header.unsynced_bytes_max / BLOCK_BYTES as u64)?;
+    let scan = scan(&files, &checkpoint, header.unsynced_bytes_max / BLOCK_BYTES as u64)?;
     // The scan reported; the opener decides whether to repair (INV-14).
     if let (ScanMode::Repair, Some(plan)) = (mode, &scan.repair) {
-        repair(&files, &layout, plan)?;
+        repair(&files, plan)?;
     }
-    Ok(Opened { files, layout, checkpoint, scan, header, slots, session: None })
+    Ok(Opened { files, checkpoint, scan, header, slots, session: None })
+}
+
+/// Whether the resize that left `redo.NNNN.resize` files in `dir` committed:
+/// the newest valid slot of `redo.0000` names their size (INV-34).
+fn resize_committed(dir: &Path, storage: &Arc<dyn Storage>) -> Result<bool> {
+    let path = file_path(dir, 0);
+    let handle = open_handles(std::slice::from_ref(&path), storage)?.remove(0);
+    let header = read_header(&handle, &path, 0)?;
+    let (slot, _) = read_checkpoint(&handle, &path, &header)?;
+    Ok(slot.resize_file_bytes != 0)
+}
+
+/// The paths of the files that are the log in `dir` now: where a committed
+/// resize left a file under its `.resize` name, that one (read-only opens,
+/// which do not finish the renames).
+fn current_paths(dir: &Path, storage: &Arc<dyn Storage>) -> Result<Vec<PathBuf>> {
+    let contents = read_dir_contents(dir, storage)?;
+    let committed = contents.resizing.contains(&true) && resize_committed(dir, storage)?;
+    Ok((0..FILE_COUNT as usize)
+        .map(|index| {
+            if committed && contents.resizing[index] {
+                dir.join(resize_file_name(index))
+            } else {
+                file_path(dir, index)
+            }
+        })
+        .collect())
+}
+
+/// INV-34 at open: finishes a committed resize's renames (`redo.0000` last,
+/// after the others are durable), or removes the files of one that did not
+/// commit.
+fn settle_resize(dir: &Path, storage: &Arc<dyn Storage>, contents: &DirContents) -> Result<()> {
+    if !contents.resizing.contains(&true) {
+        return Ok(());
+    }
+    let sync_dir = || {
+        failpoint("resize.settle_sync_dir")
+            .and_then(|()| storage.sync_dir(dir))
+            .map_err(|source| Error::io("fsync directory", dir, source))
+    };
+    if contents.present[0] && resize_committed(dir, storage)? {
+        finish_resize_renames(dir, storage, contents.resizing)
+    } else {
+        for index in (0..FILE_COUNT as usize).filter(|&index| contents.resizing[index]) {
+            let path = dir.join(resize_file_name(index));
+            failpoint("resize.settle_remove")
+                .and_then(|()| storage.remove_file(&path))
+                .map_err(|source| Error::io("remove", &path, source))?;
+        }
+        sync_dir()
+    }
+}
+
+/// Renames the `.resize` files in `pending` over the log's: files 1..3,
+/// the directory synced, then `redo.0000`, the directory synced (INV-34: a
+/// crash between two renames still finds the committed slot in `redo.0000`).
+pub(crate) fn finish_resize_renames(
+    dir: &Path,
+    storage: &Arc<dyn Storage>,
+    pending: [bool; FILE_COUNT as usize],
+) -> Result<()> {
+    let sync_dir = || {
+        failpoint("resize.rename_sync_dir")
+            .and_then(|()| storage.sync_dir(dir))
+            .map_err(|source| Error::io("fsync directory", dir, source))
+    };
+    for index in (1..FILE_COUNT as usize).chain(std::iter::once(0)) {
+        if pending[index] {
+            let (from, to) = (dir.join(resize_file_name(index)), file_path(dir, index));
+            failpoint("resize.rename")
+                .and_then(|()| storage.rename(&from, &to))
+                .map_err(|source| Error::io("rename", &from, source))?;
+        }
+        if index == FILE_COUNT as usize - 1 || index == 0 {
+            sync_dir()?;
+        }
+    }
+    Ok(())
 }
 
 /// The valid checkpoint slot with the larger number (INV-15), and both slots.
-fn read_checkpoint(files: &Files, header: &FileHeader) -> Result<(CheckpointSlot, [Option<CheckpointSlot>; 2])> {
+fn read_checkpoint(
+    handle: &Arc<dyn crate::storage::StorageFile>,
+    path: &Path,
+    header: &FileHeader,
+) -> Result<(CheckpointSlot, [Option<CheckpointSlot>; 2])> {
     let mut best: Option<CheckpointSlot> = None;
     let mut slots: [Option<CheckpointSlot>; 2] = [None, None];
     for (index, offset) in CHECKPOINT_SLOT_OFFSETS.into_iter().enumerate() {
         let mut block = [0u8; BLOCK_BYTES];
-        files.handles[0]
-            .read_exact_at(&mut block, offset)
-            .map_err(|source| Error::io("read", files.paths[0].clone(), source))?;
+        handle.read_exact_at(&mut block, offset).map_err(|source| Error::io("read", path, source))?;
         let slot = CheckpointSlot::decode(&block).filter(|slot| slot.log_id == header.log_id);
         if let Some(slot) = &slot {
             if best.as_ref().is_none_or(|best| slot.number > best.number) {
@@ -471,7 +610,7 @@ fn read_checkpoint(files: &Files, header: &FileHeader) -> Result<(CheckpointSlot
         slots[index] = slot;
     }
     let corrupt = |reason: String| Error::Corruption {
-        path: files.paths[0].clone(),
+        path: path.to_path_buf(),
         offset: CHECKPOINT_SLOT_OFFSETS[0],
         lsn: Lsn(0),
         reason,

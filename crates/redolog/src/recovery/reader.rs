@@ -12,7 +12,6 @@ use crate::format::{
     read_block_header, BlockState, GroupHeader, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES, GROUP_HEADER_BYTES,
     RECORD_HEADER_BYTES, SEAL_OVERHEAD_BYTES,
 };
-use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
 use crate::writer::Files;
 
@@ -22,22 +21,28 @@ const READ_AHEAD_BLOCKS: u64 = 256;
 /// Reads blocks from their places in the files, with read-ahead.
 pub(crate) struct BlockReader {
     files: Arc<Files>,
-    layout: Layout,
     buffer: Vec<u8>,
     first: u64,
     count: u64,
 }
 
 impl BlockReader {
-    pub(crate) fn new(files: Arc<Files>, layout: Layout) -> Self {
-        BlockReader { files, layout, buffer: Vec::new(), first: 0, count: 0 }
+    pub(crate) fn new(files: Arc<Files>) -> Self {
+        BlockReader { files, buffer: Vec::new(), first: 0, count: 0 }
+    }
+
+    /// Reads from `files` from now on (a resize switched the log's files,
+    /// docs/DESIGN.md §1.18), forgetting what was read ahead.
+    pub(crate) fn switch_files(&mut self, files: Arc<Files>) {
+        self.files = files;
+        self.count = 0;
     }
 
     /// The bytes of `block`. An I/O error fails recovery: a block we cannot read
     /// is never taken for the end of the log (reliability matrix E7).
     pub(crate) fn read(&mut self, block: BlockNo) -> Result<&[u8]> {
         if !(self.first..self.first + self.count).contains(&block.0) {
-            let Some(run) = self.layout.runs(block, READ_AHEAD_BLOCKS).next() else {
+            let Some(run) = self.files.layout.runs(block, READ_AHEAD_BLOCKS).next() else {
                 unreachable!("runs of a non-empty range yield at least one run");
             };
             self.buffer.resize((run.count as usize) * BLOCK_BYTES, 0);
@@ -68,7 +73,7 @@ impl BlockReader {
 
     /// Where block `block` lives, for error messages.
     pub(crate) fn place(&self, block: BlockNo) -> (std::path::PathBuf, u64) {
-        let (file_index, offset) = self.layout.place(block);
+        let (file_index, offset) = self.files.layout.place(block);
         (self.files.paths[file_index].clone(), offset)
     }
 
@@ -387,7 +392,7 @@ impl GroupReader {
         };
         let header = GroupHeader::decode(&raw);
         let seal_bytes = if self.blocks.files.encrypted { SEAL_OVERHEAD_BYTES as u64 } else { 0 };
-        if !header.is_plausible(seal_bytes) || header.total_bytes() > self.blocks.layout.group_bytes_max() {
+        if !header.is_plausible(seal_bytes) || header.total_bytes() > self.blocks.files.layout.group_bytes_max() {
             let reason = format!("group header claims {} records in {} bytes", header.record_count, header.body_bytes);
             return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
         }

@@ -9,7 +9,6 @@ use crate::format::{
     read_block_header, BlockHeader, BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES,
     CHECKPOINT_CLEAN_SHUTDOWN,
 };
-use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
 use crate::recovery::reader::{BlockReader, GroupReader, Step, StreamEnd};
 use crate::writer::{last_data_block, Files};
@@ -70,9 +69,9 @@ struct Start {
 }
 
 /// Finds the first group start at or after the checkpoint LSN (FORMAT.md §7 step 2).
-fn find_start(files: &Arc<Files>, layout: &Layout, checkpoint: Lsn) -> Result<Start> {
+fn find_start(files: &Arc<Files>, checkpoint: Lsn) -> Result<Start> {
     let at_checkpoint = Start { lsn: checkpoint, torn_group_end: None };
-    let mut blocks = BlockReader::new(files.clone(), *layout);
+    let mut blocks = BlockReader::new(files.clone());
     // Nothing durable at the checkpoint: the log continues there. If data after it
     // had been synced, the durable-frontier check reports the damage. But a
     // checkpoint inside a block means that block held synced data: no crash can
@@ -111,7 +110,7 @@ fn find_start(files: &Arc<Files>, layout: &Layout, checkpoint: Lsn) -> Result<St
             }
         }
     }
-    let mut groups = GroupReader::new(BlockReader::new(files.clone(), *layout), first, false);
+    let mut groups = GroupReader::new(BlockReader::new(files.clone()), first, false);
     while groups.position() < checkpoint {
         match groups.next_step()? {
             Step::Group(group) => first = group.end_lsn(),
@@ -126,15 +125,10 @@ fn find_start(files: &Arc<Files>, layout: &Layout, checkpoint: Lsn) -> Result<St
 
 /// Scans from the checkpoint to the end and decides how the log ended. Reads
 /// only: a torn tail comes back as the `Repair` that would erase it.
-pub(crate) fn scan(
-    files: &Arc<Files>,
-    layout: &Layout,
-    checkpoint: &CheckpointSlot,
-    unsynced_blocks: u64,
-) -> Result<ScanResult> {
+pub(crate) fn scan(files: &Arc<Files>, checkpoint: &CheckpointSlot, unsynced_blocks: u64) -> Result<ScanResult> {
     let checkpoint_lsn = Lsn(checkpoint.lsn);
-    let start = find_start(files, layout, checkpoint_lsn)?;
-    let mut groups = GroupReader::new(BlockReader::new(files.clone(), *layout), start.lsn, false);
+    let start = find_start(files, checkpoint_lsn)?;
+    let mut groups = GroupReader::new(BlockReader::new(files.clone()), start.lsn, false);
     let (end, stream_end, why) = match start.torn_group_end {
         Some(stream_end) => (start.lsn, stream_end, StreamEnd::PartialBlock),
         None => loop {
@@ -150,7 +144,7 @@ pub(crate) fn scan(
     };
     // Past the stream: valid blocks of this lap, up to the unsynced bound beyond
     // the last one found and never into the checkpoint's part of the ring.
-    let ring_limit = checkpoint_lsn.block().0 + layout.ring_blocks;
+    let ring_limit = checkpoint_lsn.block().0 + files.layout.ring_blocks;
     let key_ids = std::mem::take(&mut groups.key_ids);
     let mut blocks = groups.blocks;
     let mut max_synced_block = groups.max_synced_block;
@@ -272,19 +266,19 @@ fn plan_erase(files: &Files, blocks: &mut BlockReader, erase: &Erase) -> Result<
 /// Applies `repair`: writes the rewritten block and the zeros, then syncs every
 /// file they touched — the erase must be durable before any new append reuses
 /// these blocks, else a crash could resurrect the stale bytes behind new ones.
-pub(crate) fn repair(files: &Files, layout: &Layout, repair: &Repair) -> Result<()> {
+pub(crate) fn repair(files: &Files, repair: &Repair) -> Result<()> {
     if let Some((block, image)) = &repair.rewrite {
-        write_blocks(files, layout, *block, image)?;
+        write_blocks(files, *block, image)?;
     }
     let (mut block, last) = repair.zero;
     let zeros = vec![0u8; BLOCK_BYTES * 256];
     while block < last {
         let count = (last - block).min(256);
-        write_blocks(files, layout, BlockNo(block), &zeros[..count as usize * BLOCK_BYTES])?;
+        write_blocks(files, BlockNo(block), &zeros[..count as usize * BLOCK_BYTES])?;
         block += count;
     }
     let last_touched = BlockNo(last.max(repair.first.0 + 1) - 1);
-    for file_index in layout.files_between(repair.first, last_touched) {
+    for file_index in files.layout.files_between(repair.first, last_touched) {
         failpoint("repair.sync")
             .and_then(|()| files.handles[file_index].sync_data())
             .map_err(|source| Error::io("fdatasync", files.paths[file_index].clone(), source))?;
@@ -293,9 +287,9 @@ pub(crate) fn repair(files: &Files, layout: &Layout, repair: &Repair) -> Result<
 }
 
 /// Writes consecutive block images starting at `first`, split at file boundaries.
-fn write_blocks(files: &Files, layout: &Layout, first: BlockNo, images: &[u8]) -> Result<()> {
+fn write_blocks(files: &Files, first: BlockNo, images: &[u8]) -> Result<()> {
     let mut done = 0usize;
-    for run in layout.runs(first, (images.len() / BLOCK_BYTES) as u64) {
+    for run in files.layout.runs(first, (images.len() / BLOCK_BYTES) as u64) {
         let len = run.count as usize * BLOCK_BYTES;
         let file = &files.handles[run.file_index];
         failpoint("repair.write")
