@@ -63,7 +63,7 @@ fn pin_this_thread(cpus: &[usize]) -> std::io::Result<()> {
 }
 
 /// Sets the calling thread's nice value (on Linux, per thread).
-fn renice_this_thread(nice: i32) -> std::io::Result<()> {
+pub(crate) fn renice_this_thread(nice: i32) -> std::io::Result<()> {
     rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice)?;
     Ok(())
 }

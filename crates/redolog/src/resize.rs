@@ -32,8 +32,7 @@ const CHASE_DONE_BLOCKS: u64 = 2 * COPY_BLOCKS;
 /// files are the log and carry their final names.
 pub(crate) fn resize(core: &Core, storage: &Arc<dyn Storage>, capacity_bytes: u64) -> Result<()> {
     Config { capacity_bytes, ..core.config.clone() }.validate()?;
-    let old = core.files();
-    let dir = old.dir();
+    let dir = core.files().dir();
     let Some(_busy) = core.resizing.try_lock() else {
         return Err(Error::ResizeBusy { dir });
     };
@@ -68,10 +67,20 @@ pub(crate) fn resize(core: &Core, storage: &Arc<dyn Storage>, capacity_bytes: u6
     // State 5: the final names. A failure leaves the log running on files
     // whose names a later resize would write over: poison it (the next open
     // finishes the renames, INV-34).
-    finish_resize_renames(&dir, storage, [true; FILE_COUNT as usize]).map_err(|error| match error {
+    let renamed = finish_resize_renames(&dir, storage, [true; FILE_COUNT as usize]).map_err(|error| match error {
         Error::Io { op, path, source } => core.stages.poison(IoFailure { op, path, source }),
         other => other,
-    })
+    });
+    // Closing the old files' handles frees their blocks (on tmpfs, their
+    // pages): at the lowest priority too. A reader still on them keeps them
+    // until it switches.
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            crate::log_threads::renice_this_thread(19).ok();
+            drop(old);
+        });
+    });
+    renamed
 }
 
 /// States 2 to 4 (§1.18): the new files, the copy, the switch.
@@ -81,6 +90,27 @@ fn build_and_switch(
     (old, layout): (&Arc<Files>, &Layout),
     header: crate::format::FileHeader,
 ) -> Result<()> {
+    // States 2 and 3 on a thread at the lowest priority: the zero-filling
+    // and the copy use the CPU the committers and log threads leave. The
+    // switch runs here: a thread holding the gate must not wait for CPU.
+    let (new, next) = std::thread::scope(|scope| {
+        let prepare = scope.spawn(|| {
+            crate::log_threads::renice_this_thread(19).ok();
+            prepare(core, storage, (old, layout), header)
+        });
+        prepare.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })?;
+    switch(core, (old, &new), next, &old.dir())
+}
+
+/// States 2 and 3: the new files, and the copy chasing the writer. Returns
+/// the files and the first block not copied yet.
+fn prepare(
+    core: &Core,
+    storage: &Arc<dyn Storage>,
+    (old, layout): (&Arc<Files>, &Layout),
+    header: crate::format::FileHeader,
+) -> Result<(Arc<Files>, BlockNo)> {
     let dir = old.dir();
     // State 2: the new files hold the log from the floor's block on.
     let floor = core.checkpoints.floor();
@@ -115,7 +145,7 @@ fn build_and_switch(
             break;
         }
     }
-    switch(core, (old, &new), next, &dir)
+    Ok((new, next))
 }
 
 /// State 1 (§1.18): for a shrink, lower the limits to the new ring's, under
