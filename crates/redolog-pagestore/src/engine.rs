@@ -6,6 +6,7 @@
 //! check (`mysql5610.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -57,7 +58,8 @@ pub enum FreeCheck {
 
 /// The log, the pool, and the state the background threads share.
 pub(crate) struct Engine {
-    pub(crate) log: Log,
+    /// Shared with an archiver (`redolog::archive::Archiver::start`).
+    pub(crate) log: Arc<Log>,
     pub(crate) pool: BufferPool,
     /// The log's last checkpoint: this engine takes every one.
     pub(crate) checkpoint: AtomicU64,
@@ -101,7 +103,7 @@ impl Engine {
     ) -> Engine {
         let instances = pool.instances();
         Engine {
-            log,
+            log: Arc::new(log),
             pool,
             checkpoint: AtomicU64::new(checkpoint.as_u64()),
             free_check_age: capacity / 4 * 3,

@@ -35,6 +35,33 @@ pub enum Error {
         /// Why the change does not fit.
         reason: String,
     },
+    /// A backup that cannot be taken or restored from: the archive is not
+    /// the log's or starts too late, the directory is not empty, or the
+    /// backup's description is missing or damaged.
+    #[error("backup {path}: {reason}")]
+    BadBackup {
+        /// The directory or file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A restore to an LSN before the backup's consistent point: pages
+    /// copied later already hold changes from after it.
+    #[error("cannot restore to LSN {target}: the backup is consistent from LSN {earliest} on")]
+    RestoreTooEarly {
+        /// The LSN asked for.
+        target: Lsn,
+        /// The backup's consistent LSN.
+        earliest: Lsn,
+    },
+    /// A restore to an LSN past the archive's last group.
+    #[error("cannot restore to LSN {target}: the archive ends at LSN {archived}")]
+    RestorePastArchive {
+        /// The LSN asked for.
+        target: Lsn,
+        /// The archive's end.
+        archived: Lsn,
+    },
     /// A redo record that cannot be decoded, or that does not fit the page
     /// it names.
     #[error("redo record {record} of the group at LSN {lsn}: {reason}")]
@@ -46,6 +73,13 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+}
+
+impl Error {
+    /// Whether a restore point was refused (too early, or past the archive).
+    pub fn is_restore_point(&self) -> bool {
+        matches!(self, Error::RestoreTooEarly { .. } | Error::RestorePastArchive { .. })
+    }
 }
 
 /// The page store's result.

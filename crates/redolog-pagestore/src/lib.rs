@@ -31,6 +31,7 @@
 #![warn(missing_docs)]
 
 mod background;
+mod backup;
 mod btree;
 mod buffer_pool;
 mod cleaners;
@@ -48,6 +49,7 @@ mod store;
 mod table;
 mod waits;
 
+pub use backup::{read_meta, restore, Backup, RestoreTo, Restored, BACKUP_META_NAME};
 pub use btree::{allocate, format_meta, BTree, Index, Outcome, META_PAGE};
 pub use buffer_pool::{BufferPool, Frame, FrameData, LRU_SCAN_DEPTH};
 pub use datafile::{DataFile, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, DOUBLEWRITE_PAGES};

@@ -65,10 +65,29 @@ impl Pages<'_> {
 /// and syncs the file. Replaying the same log twice changes nothing the
 /// second time.
 pub fn replay(recovery: Recovery, data: &DataFile) -> Result<Replayed> {
-    let mut replayed = Replayed { end_lsn: recovery.checkpoint_lsn(), ..Replayed::default() };
+    let start = recovery.checkpoint_lsn();
+    replay_groups(recovery, start, None, data)
+}
+
+/// Replays `groups` (from a log's recovery or an archive, starting at
+/// `start`) onto the pages of `data`, stopping before the first group that
+/// ends after `until` if given; writes the changed pages and syncs the
+/// file. A group a page has seen (its LSN at or past the group's end) is
+/// skipped on that page (PS-2), so any start at or before the pages'
+/// checkpoint gives the same pages.
+pub(crate) fn replay_groups(
+    groups: impl Iterator<Item = redolog::Result<redolog::Group>>,
+    start: Lsn,
+    until: Option<Lsn>,
+    data: &DataFile,
+) -> Result<Replayed> {
+    let mut replayed = Replayed { end_lsn: start, ..Replayed::default() };
     let mut pages = Pages { data, pages: BTreeMap::new(), changed: BTreeSet::new() };
-    for group in recovery {
+    for group in groups {
         let group = group?;
+        if until.is_some_and(|until| group.end_lsn() > until) {
+            break;
+        }
         let (start, end) = (group.start_lsn(), group.end_lsn());
         let mut touched = BTreeSet::new();
         for (number, bytes) in group.records().enumerate() {

@@ -128,7 +128,12 @@ impl PageStore {
         let frames = (options.buffer_pool_bytes / PAGE_BYTES as u64).max(1) as usize;
         let pool = BufferPool::new(Arc::new(data), options.buffer_pool_instances, frames);
         let tables = Self::catalog(&pool)?;
-        let capacity = options.log.capacity_bytes;
+        // The log's own: a log reopened keeps its size, not the
+        // configuration's; and the bytes it can hold, without its files'
+        // headers (a 256 KiB log holds 208 KiB: a free check at three
+        // quarters of 256 KiB let statements fill it, and the oldest page
+        // then needed log past the writer's limit to be flushed).
+        let capacity = log.usable_bytes();
         let engine =
             Arc::new(Engine::new(log, pool, replayed.end_lsn, capacity, options.io_capacity, options.free_check));
         let background = background
@@ -252,8 +257,9 @@ impl PageStore {
         &self.engine.pool
     }
 
-    /// The log.
-    pub fn log(&self) -> &Log {
+    /// The log, shared: an archiver holds it too
+    /// (`redolog::archive::Archiver::start(store.log(), dir)`).
+    pub fn log(&self) -> &Arc<Log> {
         &self.engine.log
     }
 
@@ -264,6 +270,6 @@ impl PageStore {
     pub fn into_log(self) -> Option<Log> {
         let PageStore { engine, background, .. } = self;
         drop(background);
-        Arc::try_unwrap(engine).ok().map(|engine| engine.log)
+        Arc::try_unwrap(engine).ok().and_then(|engine| Arc::try_unwrap(engine.log).ok())
     }
 }

@@ -236,6 +236,14 @@ pub enum Error {
         name: String,
     },
 
+    /// `Log::create_after` found a log (or the leftovers of one) in the
+    /// directory. Nothing was changed.
+    #[error("{dir} holds a log already")]
+    LogExists {
+        /// The log directory.
+        dir: PathBuf,
+    },
+
     /// `Log::resize` was called while another resize of the log runs
     /// (docs/DESIGN.md §1.18). Nothing changed.
     #[error("{dir}: a resize of this log is already running")]

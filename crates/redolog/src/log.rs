@@ -98,6 +98,49 @@ impl Log {
         // written (open_or_create then checks INV-20 first).
         let dir_lock = lock(dir, &config, &storage)?;
         let opened = open_or_create(dir, &config, &storage)?;
+        Self::start(config, storage, dir_lock, opened)
+    }
+
+    /// Creates a new log in `dir` whose first group starts after `lsn` (at
+    /// the next block's first data byte), for an engine restored to `lsn`:
+    /// its pages carry LSNs up to `lsn`, and the log's must go on from there
+    /// (`redolog-pagestore`'s point-in-time restore). `Error::LogExists` if
+    /// `dir` holds a log.
+    ///
+    /// ```
+    /// use redolog::{Config, Log, Lsn};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    /// let log = Log::create_after(dir.path(), config.clone(), Lsn::from_u64(1 << 30)).unwrap();
+    /// assert!(log.end_lsn() > Lsn::from_u64(1 << 30));
+    /// drop(log);
+    /// assert!(matches!(Log::create_after(dir.path(), config, Lsn::from_u64(0)), Err(redolog::Error::LogExists { .. })));
+    /// ```
+    pub fn create_after(dir: impl AsRef<Path>, config: Config, lsn: Lsn) -> Result<Log> {
+        Self::create_after_with_storage(dir.as_ref(), config, FsStorage, lsn)
+    }
+
+    /// [`Log::create_after`] on another [`Storage`].
+    pub fn create_after_with_storage(
+        dir: &Path,
+        config: Config,
+        storage: impl Storage + 'static,
+        lsn: Lsn,
+    ) -> Result<Log> {
+        config.validate()?;
+        let storage: Arc<dyn Storage> = Arc::new(storage);
+        let dir_lock = lock(dir, &config, &storage)?;
+        let opened = crate::recovery::create_after(dir, &config, &storage, lsn)?;
+        Self::start(config, storage, dir_lock, opened).map(|(log, _)| log)
+    }
+
+    /// Starts an opened (or created) log: its core, timer and pipeline.
+    fn start(
+        config: Config,
+        storage: Arc<dyn Storage>,
+        dir_lock: LockHandle,
+        opened: crate::recovery::Opened,
+    ) -> Result<(Log, Recovery)> {
         let recovery = opened.recovery();
         let scan = opened.scan;
         let start = StartState {
@@ -170,6 +213,21 @@ impl Log {
     /// ```
     pub fn capacity_bytes(&self) -> u64 {
         self.core.files().layout.file_bytes * u64::from(crate::format::FILE_COUNT)
+    }
+
+    /// The log bytes the files hold between a checkpoint and the writer's
+    /// limit: the capacity less each file's header and checkpoint slots (12
+    /// KiB per file, docs/FORMAT.md §1). What an engine's free check
+    /// measures its checkpoint age against.
+    ///
+    /// ```
+    /// use redolog::{Config, Log};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// assert_eq!(log.usable_bytes(), (1 << 20) - 4 * 12288);
+    /// ```
+    pub fn usable_bytes(&self) -> u64 {
+        self.core.files().layout.ring_blocks * crate::format::BLOCK_BYTES as u64
     }
 
     /// Appends one record as a group of its own; returns the group's end LSN.
@@ -364,6 +422,25 @@ impl Log {
     /// The end of everything appended so far: the LSN the next group starts at.
     pub fn end_lsn(&self) -> Lsn {
         self.core.appender.reserved_end()
+    }
+
+    /// The last checkpoint's LSN: recovery starts there.
+    ///
+    /// ```
+    /// # use redolog::{Config, Durability, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let end = log.commit(b"flushed", Durability::Synced).unwrap();
+    /// log.checkpoint(end).unwrap();
+    /// assert_eq!(log.checkpoint_lsn(), end);
+    /// ```
+    pub fn checkpoint_lsn(&self) -> Lsn {
+        self.core.checkpoints.lsn()
+    }
+
+    /// The log's id (docs/FORMAT.md §2): an archive of this log carries it.
+    pub fn log_id(&self) -> u128 {
+        self.core.checkpoints.log_id()
     }
 
     /// Everything before this LSN is synced.

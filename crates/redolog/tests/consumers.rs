@@ -376,3 +376,38 @@ fn bad_consumer_calls_are_typed_errors() {
     log.close().expect("close");
     assert!(matches!(log.create_consumer("late"), Err(Error::Closed)));
 }
+
+/// A consumer advances only to synced positions (`Consumer::advance`).
+/// With every commit `Written`, only the writer's unsynced bound (INV-8)
+/// makes the log sync; a consumer (and checkpoint) that follows the durable
+/// LSN must still let 200 commits of 3 KB through the 64 KiB log, never
+/// leaving the writer at a limit that only a sync would move.
+#[test]
+fn written_commits_pass_a_consumer_that_follows_the_durable_log() {
+    let (dir, config, record) = full_log_setup();
+    let (log, _) = Log::open(dir.path(), config).expect("open");
+    let mut consumer = log.create_consumer("follower").expect("create");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let _unblock = CloseOnPanic(&log);
+        scope.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                consumer.advance(log.durable_lsn()).expect("advance");
+                log.checkpoint(log.durable_lsn()).expect("checkpoint");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let (sender, receiver) = mpsc::channel();
+        let (log, record) = (&log, &record);
+        scope.spawn(move || {
+            // 200 × 3 KB: the 64 KiB log wraps nine times.
+            for _ in 0..200 {
+                log.commit(record, Durability::Written).expect("commit");
+            }
+            sender.send(()).expect("report");
+        });
+        let finished = receiver.recv_timeout(Duration::from_secs(20));
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(finished.is_ok(), "the writer waited for a consumer that waited for a sync");
+    });
+}

@@ -180,6 +180,11 @@ impl Archiver {
         Ok(Archiver { shared, core: log.core_arc(), thread: Some(thread) })
     }
 
+    /// The archive directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
     /// Every group ending at or before this LSN is archived and synced.
     pub fn archived_lsn(&self) -> Lsn {
         Lsn(self.shared.archived.load(Ordering::SeqCst))

@@ -8,7 +8,9 @@ mod scan;
 
 use std::sync::Arc;
 
-pub(crate) use open::{files_of, finish_resize_renames, lock, open_or_create, read_header, write_new_file};
+pub(crate) use open::{
+    create_after, files_of, finish_resize_renames, lock, open_or_create, read_header, write_new_file, Opened,
+};
 pub use reader::Group;
 pub(crate) use reader::{BlockReader, GroupReader, Step, StreamEnd};
 pub use scan::LogEnd;

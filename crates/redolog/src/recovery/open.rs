@@ -153,7 +153,7 @@ pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Stor
             });
         }
         remove_leftovers(dir, storage, &leftovers)?;
-        let mut opened = create(dir, config, storage)?;
+        let mut opened = create(dir, config, storage, FIRST_BLOCK)?;
         begin_session(&mut opened)?;
         return Ok(opened);
     }
@@ -178,6 +178,22 @@ pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Stor
     }
     remove_leftovers(dir, storage, &leftovers)?;
     let mut opened = open_existing(dir, storage, ScanMode::Repair, config.encryption.as_ref())?;
+    begin_session(&mut opened)?;
+    Ok(opened)
+}
+
+/// Creates a new log in `dir` whose first group starts after `after`: at
+/// the first data byte of the next block (a restored engine's log goes on
+/// from the LSNs its pages carry). `dir` must hold no log, not even the
+/// leftovers of one (`LogExists`). The caller holds the directory's lock.
+pub(crate) fn create_after(dir: &Path, config: &Config, storage: &Arc<dyn Storage>, after: Lsn) -> Result<Opened> {
+    let contents = read_dir_contents(dir, storage)?;
+    check_permissions(dir, &contents.present, storage)?;
+    if contents.present.contains(&true) || contents.resizing.contains(&true) || !contents.leftovers.is_empty() {
+        return Err(Error::LogExists { dir: dir.to_path_buf() });
+    }
+    let first = BlockNo(after.block().0 + 1).max(FIRST_BLOCK);
+    let mut opened = create(dir, config, storage, first)?;
     begin_session(&mut opened)?;
     Ok(opened)
 }
@@ -235,8 +251,9 @@ fn random_log_id() -> Result<u128> {
     Ok(u128::from_le_bytes(bytes))
 }
 
-/// The file header and first checkpoint of a new log of `layout`.
-fn new_log_header(config: &Config, layout: &Layout) -> Result<(FileHeader, CheckpointSlot)> {
+/// The file header and first checkpoint of a new log of `layout` whose first
+/// group starts at block `first`'s first data byte.
+fn new_log_header(config: &Config, layout: &Layout, first: BlockNo) -> Result<(FileHeader, CheckpointSlot)> {
     let encrypted = config.encryption.is_some();
     let header = FileHeader {
         format_version: if encrypted { FORMAT_VERSION_ENCRYPTED } else { FORMAT_VERSION },
@@ -245,7 +262,7 @@ fn new_log_header(config: &Config, layout: &Layout) -> Result<(FileHeader, Check
         block_bytes: BLOCK_BYTES as u32,
         log_id: random_log_id()?,
         file_bytes: layout.file_bytes,
-        first_lsn: FIRST_BLOCK.data_start().0,
+        first_lsn: first.data_start().0,
         unsynced_bytes_max: Config::unsynced_bytes_max(layout.ring_blocks * BLOCK_BYTES as u64),
         cipher: if encrypted { CIPHER_AES_256_GCM } else { CIPHER_NONE },
         oldest_lsn: 0,
@@ -308,9 +325,9 @@ pub(crate) fn write_new_file(
 
 /// Creates the four files under temporary names, fills them with zeros, syncs
 /// them, and renames them into place with `redo.0000` first (INV-16).
-fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>) -> Result<Opened> {
+fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>, first: BlockNo) -> Result<Opened> {
     let layout = Layout::new(config.file_bytes());
-    let (header, checkpoint) = new_log_header(config, &layout)?;
+    let (header, checkpoint) = new_log_header(config, &layout, first)?;
     let mode = config.group_readable.then_some(GROUP_READABLE_FILE);
     for index in 0..FILE_COUNT as usize {
         let path = dir.join(temp_file_name(index));
