@@ -132,6 +132,13 @@ pub struct BenchOptions {
     /// (docs/PAGESTORE.md §4.1).
     #[arg(long)]
     pub no_doublewrite: bool,
+    /// With `--workload oltp_*`: also run the page store with an `Archiver`
+    /// on its log — asynchronous (`archived`: commits wait for the log only)
+    /// and synchronous (`archived-sync`: commits wait with `Archiver::wait`,
+    /// synced in the log and in the archive) — paired with the store alone
+    /// (docs/DESIGN.md §1.17).
+    #[arg(long)]
+    pub archiver: bool,
     /// Thread counts to sweep (with `async`: task counts; `--tasks` is an alias).
     #[arg(long, alias = "tasks", value_delimiter = ',', default_value = "1,4,16,64")]
     pub threads: Vec<usize>,
@@ -231,6 +238,7 @@ const TAKEN_BY: &[(&str, &[Taker])] = &[
     ("io_capacity", &[Taker::Oltp]),
     ("log_capacity", &[Taker::Oltp]),
     ("no_doublewrite", &[Taker::Oltp]),
+    ("archiver", &[Taker::Oltp]),
 ];
 
 /// What runs, as far as the flags are concerned.
@@ -328,6 +336,7 @@ impl BenchOptions {
             io_capacity: self.io_capacity,
             log_capacity: self.log_capacity,
             no_doublewrite: self.no_doublewrite,
+            archiver: self.archiver,
         }
     }
 }

@@ -20,9 +20,11 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
-use redolog_pagestore::{EngineStats, FreeCheck, Options, Outcome, PageStore};
+use redolog_pagestore::{EngineStats, FreeCheck, Options};
 
+mod archived;
 pub mod options;
+mod pagestore;
 #[cfg(feature = "peers")]
 pub mod rocksdb;
 #[cfg(feature = "peers")]
@@ -35,7 +37,8 @@ use crate::harness::run::{RunOptions, DEFAULT_THREADS};
 use crate::harness::stats::{median, new_histogram};
 use crate::harness::BoxError;
 use options::{OltpOptions, OltpWorkload, DEFAULT_LOG_CAPACITY};
-use system::{prepared_rows, transaction, OltpSystem, Random, Statement};
+use pagestore::{store_options, PageStoreSystem};
+use system::{transaction, OltpSystem, Random};
 
 /// seed-convoy's log when `--log-capacity` is left at its default: small
 /// enough that every point fills it several times, at every client count.
@@ -46,106 +49,6 @@ struct Client {
     transactions: u64,
     interval: Histogram<u64>,
     total: Histogram<u64>,
-}
-
-/// The store's options from the command line.
-fn store_options(options: &OltpOptions) -> Options {
-    Options {
-        buffer_pool_instances: options.buffer_pool_instances,
-        buffer_pool_bytes: options.buffer_pool_bytes,
-        io_capacity: options.io_capacity,
-        log: redolog::Config { capacity_bytes: options.log_capacity, ..redolog::Config::default() },
-        unprotected_page_writes: options.no_doublewrite,
-        ..Options::default()
-    }
-}
-
-/// sysbench's `prepare`: every table filled with `--table-size` rows, the
-/// tables loaded in parallel, the commits not waited for until the end.
-fn prepare(store: &mut PageStore, options: &OltpOptions) -> Result<(), BoxError> {
-    while store.tables() < options.tables {
-        store.create_table()?;
-    }
-    let started = Instant::now();
-    std::thread::scope(|scope| -> Result<(), BoxError> {
-        let loaders: Vec<_> = (0..options.tables)
-            .map(|table| {
-                let store = &*store;
-                scope.spawn(move || -> Result<(), redolog_pagestore::Error> {
-                    for row in prepared_rows(table, options.table_size) {
-                        store.table(table).insert(&row)?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for loader in loaders {
-            loader.join().map_err(|_| "a loader panicked")??;
-        }
-        Ok(())
-    })?;
-    store.log().wait(store.log().end_lsn(), redolog::Durability::Synced)?;
-    // A clean pool for the runs: sysbench's prepare is followed by a run on
-    // a server that had time to flush it.
-    store.flush_all()?;
-    println!(
-        "prepared {} tables of {} rows in {:.1} s",
-        options.tables,
-        options.table_size,
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
-}
-
-/// The page store as an [`OltpSystem`], under a name (the scenarios run
-/// several configurations).
-pub struct PageStoreSystem {
-    name: &'static str,
-    store: PageStore,
-}
-
-impl PageStoreSystem {
-    /// Opens the store `name` in `dir/name`.
-    fn open(dir: &Path, name: &'static str, options: Options) -> Result<Self, BoxError> {
-        Ok(PageStoreSystem { name, store: PageStore::open(dir.join(name), options)?.0 })
-    }
-}
-
-impl OltpSystem for PageStoreSystem {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn prepare(&mut self, options: &OltpOptions) -> Result<(), BoxError> {
-        prepare(&mut self.store, options)
-    }
-
-    fn run(&self, statements: &[Statement], flush_log_at_trx_commit: u8) -> Result<(), BoxError> {
-        let store = &self.store;
-        let mut end = None;
-        for statement in statements {
-            let (_, last): (Outcome, _) = match statement {
-                Statement::Insert { table, row } => store.table(*table).insert(row)?,
-                Statement::UpdateC { table, id, c } => store.table(*table).update_c(*id, c)?,
-                Statement::IncrementK { table, id } => store.table(*table).increment_k(*id)?,
-                Statement::Delete { table, id } => store.table(*table).delete(*id)?,
-            };
-            end = last.or(end);
-        }
-        Ok(store.commit_wait(end, flush_log_at_trx_commit)?)
-    }
-
-    fn quiesce(&self) -> Result<(), BoxError> {
-        Ok(self.store.flush_all()?)
-    }
-
-    fn engine_stats(&self) -> Option<EngineStats> {
-        Some(self.store.stats())
-    }
-
-    fn log_counters(&self) -> Vec<(String, u64)> {
-        self.store.log().metrics().counters()
-    }
 }
 
 /// One system at one client count in one round.
@@ -334,6 +237,11 @@ fn systems(workdir: &Path, options: &OltpOptions) -> Result<Vec<Box<dyn OltpSyst
     #[allow(unused_mut)] // with --features peers
     let mut systems: Vec<Box<dyn OltpSystem>> =
         vec![Box::new(PageStoreSystem::open(workdir, "pagestore", store_options(options))?)];
+    if options.archiver {
+        for sync in [false, true] {
+            systems.push(Box::new(archived::ArchivedPageStore::open(workdir, store_options(options), sync)?));
+        }
+    }
     #[cfg(feature = "peers")]
     systems.push(Box::new(rocksdb::RocksDbOltp::open(&workdir.join("rocksdb"), options.tables)?));
     #[cfg(feature = "peers")]

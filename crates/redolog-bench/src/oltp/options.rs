@@ -49,4 +49,6 @@ pub struct OltpOptions {
     pub log_capacity: u64,
     /// Measurement only: pages written in place without the doublewrite file.
     pub no_doublewrite: bool,
+    /// Also the store with an asynchronous and a synchronous archiver.
+    pub archiver: bool,
 }
