@@ -22,7 +22,6 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use redolog_pagestore::{EngineStats, FreeCheck, Options};
 
-mod archived;
 pub mod options;
 mod pagestore;
 #[cfg(feature = "peers")]
@@ -239,7 +238,7 @@ fn systems(workdir: &Path, options: &OltpOptions) -> Result<Vec<Box<dyn OltpSyst
         vec![Box::new(PageStoreSystem::open(workdir, "pagestore", store_options(options))?)];
     if options.archiver {
         for sync in [false, true] {
-            systems.push(Box::new(archived::ArchivedPageStore::open(workdir, store_options(options), sync)?));
+            systems.push(Box::new(PageStoreSystem::open_archived(workdir, store_options(options), sync)?));
         }
     }
     #[cfg(feature = "peers")]

@@ -1,9 +1,13 @@
 //! The page store as a benchmark system: its options from the command line,
-//! sysbench's `prepare`, and one transaction's statements — shared by the
-//! store alone (`pagestore`) and with an archiver (`archived.rs`).
+//! sysbench's `prepare`, and one transaction's statements; alone
+//! (`pagestore`) or with an `Archiver` on its log (`--archiver`: `archived`,
+//! commits wait for the log only, and `archived-sync`, commits wait with
+//! `Archiver::wait`, synced in the log and in the archive; docs/DESIGN.md
+//! §1.17).
 
 use std::time::Instant;
 
+use redolog::archive::Archiver;
 use redolog::Lsn;
 use redolog_pagestore::{EngineStats, Options, Outcome, PageStore};
 
@@ -64,13 +68,34 @@ pub(super) fn prepare(store: &mut PageStore, options: &OltpOptions) -> Result<()
 /// several configurations).
 pub struct PageStoreSystem {
     name: &'static str,
+    /// The archiver and whether commits wait for it (`archived-sync`);
+    /// stopped on drop, after the store's log is closed.
+    archiver: Option<(Archiver, bool)>,
     store: PageStore,
 }
 
 impl PageStoreSystem {
     /// Opens the store `name` in `dir/name`.
     pub(super) fn open(dir: &std::path::Path, name: &'static str, options: Options) -> Result<Self, BoxError> {
-        Ok(PageStoreSystem { name, store: PageStore::open(dir.join(name), options)?.0 })
+        Ok(PageStoreSystem { name, archiver: None, store: PageStore::open(dir.join(name), options)?.0 })
+    }
+
+    /// Opens `archived` (or with `sync`, `archived-sync`) in `dir`, archiving
+    /// into `dir/<name>-archive`.
+    pub(super) fn open_archived(dir: &std::path::Path, options: Options, sync: bool) -> Result<Self, BoxError> {
+        let name = if sync { "archived-sync" } else { "archived" };
+        let mut system = Self::open(dir, name, options)?;
+        system.archiver = Some((Archiver::start(system.store.log(), dir.join(format!("{name}-archive")))?, sync));
+        Ok(system)
+    }
+}
+
+impl Drop for PageStoreSystem {
+    fn drop(&mut self) {
+        if let Some((archiver, _)) = self.archiver.take() {
+            let _ = self.store.log().close();
+            let _ = archiver.stop();
+        }
     }
 }
 
@@ -84,8 +109,12 @@ impl OltpSystem for PageStoreSystem {
     }
 
     fn run(&self, statements: &[Statement], flush_log_at_trx_commit: u8) -> Result<(), BoxError> {
-        let end = run_statements(&self.store, statements)?;
-        Ok(self.store.commit_wait(end, flush_log_at_trx_commit)?)
+        match (run_statements(&self.store, statements)?, &self.archiver) {
+            // A synchronous archive acknowledges at durability 1 only once the
+            // archive has the commit too (`pg_receivewal --synchronous`).
+            (Some(end), Some((archiver, true))) if flush_log_at_trx_commit == 1 => Ok(archiver.wait(end)?),
+            (end, _) => Ok(self.store.commit_wait(end, flush_log_at_trx_commit)?),
+        }
     }
 
     fn quiesce(&self) -> Result<(), BoxError> {
