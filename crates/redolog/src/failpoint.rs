@@ -33,7 +33,7 @@ pub const FAILPOINTS: &[&str] = &[
     "repair.sync",
     "session.write",
     "session.sync",
-    // A resize's (src/resize.rs, docs/DESIGN.md §1.18); reached by tests/resize.rs.
+    // A resize's (src/resize.rs, docs/DESIGN.md §1.18); reached by tests/resize_faults.rs.
     "resize.open",
     "resize.write",
     "resize.sync",

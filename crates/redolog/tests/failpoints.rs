@@ -229,7 +229,7 @@ fn every_failpoint_fails_or_panics_without_losing_an_acknowledged_commit() {
     let _ = std::panic::take_hook();
     scenario.teardown();
     // The archiver's failpoints need an archiver (tests/archive_faults.rs),
-    // a resize's a resize (tests/resize.rs).
+    // a resize's a resize (tests/resize_faults.rs).
     let missed: Vec<&&str> = FAILPOINTS
         .iter()
         .filter(|name| !reached.contains(*name) && !name.starts_with("archive.") && !name.starts_with("resize."))
