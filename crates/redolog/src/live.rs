@@ -312,6 +312,79 @@ impl<'a> LogReader<'a> {
     }
 }
 
+/// The first group boundary at or after `from`, a durable data position:
+/// `from` itself if a group starts or ends there, else the end of the group
+/// that holds it (a checkpoint may lie inside a group; an archive starts at
+/// whole groups, docs/DESIGN.md §1.17). Waits, up to `timeout`, for the log
+/// to sync that far; `Ok(None)` if it did not.
+pub(crate) fn next_boundary(core: &Core, from: Lsn, timeout: Duration) -> Result<Option<Lsn>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let synced = core.stages.synced();
+        if from >= synced && core.appender.reserved_end() == from {
+            // Nothing appended past it: the end of the last group.
+            return Ok(Some(from));
+        }
+        if from < synced {
+            if let Some(boundary) = boundary_in(core, from, synced)? {
+                return Ok(Some(boundary));
+            }
+        }
+        core.stages.check()?;
+        if core.stages.is_shutdown() {
+            return Err(Error::Closed);
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        // Have what appenders finished made durable (a `Synced` wait, not
+        // counted), then look again.
+        let ready = core.appender.ready();
+        if ready > synced {
+            core.wait_synced(ready)?;
+        } else {
+            core.stages.wait_synced_past(synced, deadline);
+        }
+    }
+}
+
+/// `next_boundary` within the log durable below `synced`: `None` if the
+/// boundary is not there yet.
+fn boundary_in(core: &Core, from: Lsn, synced: Lsn) -> Result<Option<Lsn>> {
+    let mut blocks = BlockReader::new(core.files());
+    let mut block = from.block();
+    // Up to the sync frontier's block; what lies past `synced` is not final
+    // (INV-24): a boundary found there is looked for again later.
+    while block <= synced.block() {
+        let BlockState::Valid(header) = blocks.state(block)? else {
+            if block == synced.block() {
+                // The frontier's block, not written yet.
+                return Ok(None);
+            }
+            // Durable, and held by the caller's consumer: damage.
+            return Err(blocks.corruption(block.data_start(), "a durable block does not read back".into()));
+        };
+        if header.first_group != 0 {
+            let first = Lsn(block.start().0 + header.first_group as u64);
+            if first >= from {
+                // The bytes from `from` to `first` end the group that holds it.
+                return Ok((first <= synced).then_some(first));
+            }
+            let mut walk = GroupReader::new(blocks, first, false).with_limit(synced);
+            loop {
+                match walk.next_step()? {
+                    Step::Group(group) if group.end_lsn() >= from => return Ok(Some(group.end_lsn())),
+                    Step::Group(_) => {}
+                    Step::End { .. } => return Ok(None),
+                    Step::Damaged(damage) => return Err(damage.into_corruption()),
+                }
+            }
+        }
+        block = BlockNo(block.0 + 1);
+    }
+    Ok(None)
+}
+
 impl Iterator for LogReader<'_> {
     type Item = Result<Group>;
 

@@ -296,3 +296,26 @@ fn stop_returns_while_commits_go_on() {
         log.checkpoint(log.durable_lsn()).expect("checkpoint");
     });
 }
+
+/// A checkpoint may lie inside a group (`Log::checkpoint` takes any data
+/// position; the log itself checkpoints at its durable end when it is full,
+/// and that end may cut a group). A new archive then starts at the first
+/// group boundary after its consumer's position: it holds whole groups.
+/// Before, `Archiver::start` failed there with `InvalidLsn`.
+#[test]
+fn a_new_archive_at_a_checkpoint_inside_a_group_starts_at_the_next_group() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Arc::new(Log::open(dir.path().join("redo"), common::archive_log()).expect("open").0);
+    let (start, end) = log.append_group_range(&[&[7u8; 3000]]).expect("append");
+    log.wait(end, Durability::Synced).expect("sync");
+    // 100 data bytes into the group's second block: inside the group.
+    let inside = redolog::Lsn::from_u64((start.as_u64() / 512 + 1) * 512 + 16 + 100);
+    assert!(inside > start && inside < end);
+    log.checkpoint(inside).expect("checkpoint inside the group");
+    let archiver = Archiver::start(&log, dir.path().join("archive")).expect("start at a checkpoint inside a group");
+    let after = commit(&log, 0, 20);
+    archiver.wait(after.last().expect("groups").0).expect("archived");
+    log.close().expect("close");
+    archiver.stop().expect("stop");
+    assert_same(&common::archived(dir.path()), &after);
+}

@@ -335,7 +335,15 @@ impl SegmentWriter {
             other => Some(other?),
         };
         let Some(archive) = archive else {
-            return Self::create(dir, log_id, consumer.lsn());
+            // The consumer may sit inside a group (a checkpoint there): the
+            // archive starts at whole groups, at the next boundary.
+            let from = consumer.lsn();
+            let start =
+                crate::live::next_boundary(log.core(), from, Duration::from_secs(10))?.ok_or(Error::InvalidLsn {
+                    lsn: from,
+                    reason: "no group ended after it within 10 s (a mini-transaction open?)",
+                })?;
+            return Self::create(dir, log_id, start);
         };
         if archive.log_id() != log_id {
             let path = archive.segments()[0].path.clone();
