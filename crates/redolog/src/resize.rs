@@ -31,7 +31,8 @@ const CHASE_DONE_BLOCKS: u64 = 2 * COPY_BLOCKS;
 /// files of a multiple of 4 KiB, as at creation). Returns once the new
 /// files are the log and carry their final names.
 pub(crate) fn resize(core: &Core, storage: &Arc<dyn Storage>, capacity_bytes: u64) -> Result<()> {
-    Config { capacity_bytes, ..core.config.clone() }.validate()?;
+    let config = Config { capacity_bytes, ..core.config.clone() };
+    config.validate()?;
     let dir = core.files().dir();
     let Some(_busy) = core.resizing.try_lock() else {
         return Err(Error::ResizeBusy { dir });
@@ -41,14 +42,16 @@ pub(crate) fn resize(core: &Core, storage: &Arc<dyn Storage>, capacity_bytes: u6
         return Err(Error::Closed);
     }
     let old = core.files();
-    let layout = Layout::new((capacity_bytes / u64::from(FILE_COUNT)) / 4096 * 4096);
+    let layout = Layout::new(config.file_bytes());
     if layout == old.layout {
         return Ok(());
     }
     let header = read_header(&old.handles[0], &old.paths[0], 0)?;
     let unsynced_bytes_max =
         header.unsynced_bytes_max.min(Config::unsynced_bytes_max(layout.ring_blocks * BLOCK_BYTES as u64));
-    bound(core, &layout, unsynced_bytes_max)?;
+    if layout.ring_blocks < old.layout.ring_blocks {
+        bound(core, &layout, unsynced_bytes_max)?;
+    }
     let result =
         build_and_switch(core, storage, (&old, &layout), crate::format::FileHeader { unsynced_bytes_max, ..header });
     if let Err(error) = result {
@@ -148,9 +151,10 @@ fn prepare(
     Ok((new, next))
 }
 
-/// State 1 (§1.18): for a shrink, lower the limits to the new ring's, under
+/// State 1 (§1.18), for a shrink: lower the limits to the new ring's, under
 /// the I/O gate, then wait until the written log fits a lap of the new ring
-/// past the floor. A grow changes nothing here.
+/// past the floor. (A grow would lower nothing: its limits only rise, at the
+/// switch.)
 fn bound(core: &Core, layout: &Layout, unsynced_bytes_max: u64) -> Result<()> {
     {
         let _gate = core.files_exclusive();
