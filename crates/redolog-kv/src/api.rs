@@ -115,7 +115,7 @@ async fn write(State(app): State<App>, Json(command): Json<Command>) -> Response
             StatusCode::CONFLICT,
             json!({"error": "stale session number: the session already applied a later write", "log_index": written.log_id.index}),
         ),
-        Ok(Ok(written)) => Json(json!({"log_index": written.log_id.index, "response": written.data})).into_response(),
+        Ok(Ok(written)) => Json(json!({"log_index": written.log_id.index, "log_id": written.log_id.to_string(), "node": app.id, "response": written.data})).into_response(),
         Ok(Err(error)) => raft_failure(error),
         Err(timeout) => timeout,
     }
@@ -133,7 +133,14 @@ async fn read(State(app): State<App>, Query(Key { key }): Query<Key>) -> Respons
         return value(&app, key);
     }
     match bounded(app.raft.ensure_linearizable(ReadPolicy::ReadIndex)).await {
-        Ok(Ok(_)) => value(&app, key),
+        Ok(Ok(read_log_id)) => {
+            let served = format!("node {} read index {read_log_id} applied {:?}", app.id, app.machine.last_applied());
+            let mut response = value(&app, key);
+            if let Ok(header) = axum::http::HeaderValue::from_str(&served) {
+                response.headers_mut().insert("x-served", header);
+            }
+            response
+        }
         Ok(Err(error)) => raft_failure(error),
         Err(timeout) => timeout,
     }

@@ -131,6 +131,11 @@ struct Inner {
 #[derive(Clone)]
 pub struct Machine {
     inner: Arc<Mutex<Inner>>,
+    /// Held by whoever writes the snapshot file, from choosing what to write
+    /// to making it the machine's snapshot: a snapshot built while another
+    /// is installed is written before or after it, never into the same
+    /// temporary file at once, and never replaces a newer one (KV-2).
+    persisting: Arc<tokio::sync::Mutex<()>>,
     /// The snapshot file.
     path: PathBuf,
 }
@@ -149,12 +154,18 @@ impl Machine {
             Err(error) if error.kind() == io::ErrorKind::NotFound => (Applied::default(), None),
             Err(error) => return Err(error),
         };
-        Ok(Machine { inner: Arc::new(Mutex::new(Inner { applied, snapshot })), path })
+        let inner = Arc::new(Mutex::new(Inner { applied, snapshot }));
+        Ok(Machine { inner, persisting: Arc::default(), path })
     }
 
     /// A key's value.
     pub fn get(&self, key: &str) -> Option<String> {
         self.inner().applied.data.get(key).cloned()
+    }
+
+    /// The last entry applied.
+    pub fn last_applied(&self) -> Option<String> {
+        self.inner().applied.last.map(|id| id.to_string())
     }
 
     /// Every key and value.
@@ -197,6 +208,22 @@ fn apply_once(applied: &mut Applied, command: Command) -> Response {
     }
 }
 
+/// KV-3: the machine applies the log without a gap — each entry the one
+/// after the last applied. openraft reads the entries to apply from the log
+/// and tolerates a range that starts below what the log keeps (purged); a
+/// machine behind its log's purge point would skip entries silently and
+/// serve a map that misses acknowledged writes. Here it stops the node with
+/// an error instead.
+fn follows(last: Option<&LogIdOf<TypeConfig>>, next: &LogIdOf<TypeConfig>) -> Result<(), io::Error> {
+    match last {
+        Some(last) if next.index != last.index + 1 => Err(io::Error::other(format!(
+            "the state machine applied up to {last} and was handed {next}: entries in between are missing \
+             (the log was purged past the machine's snapshot)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn apply(data: &mut BTreeMap<String, String>, request: Request) -> Response {
     match request {
         Request::Set { key, value } => {
@@ -218,6 +245,7 @@ impl RaftSnapshotBuilder<TypeConfig> for Machine {
     type SnapshotData = Cursor<Vec<u8>>;
 
     async fn build_snapshot(&mut self) -> Result<SnapshotOf<TypeConfig, Cursor<Vec<u8>>>, io::Error> {
+        let _persisting = self.persisting.clone().lock_owned().await;
         let (meta, data) = {
             let inner = self.inner();
             let meta = SnapshotMetaOf::<TypeConfig> {
@@ -251,6 +279,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
         while let Some((entry, responder)) = entries.try_next().await? {
             let response = {
                 let mut inner = self.inner();
+                follows(inner.applied.last.as_ref(), &entry.log_id)?;
                 inner.applied.last = Some(entry.log_id);
                 match entry.payload {
                     EntryPayload::Blank => Response::default(),
@@ -280,6 +309,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
     ) -> Result<(), io::Error> {
         let data = snapshot.into_inner();
         let applied: Applied = serde_json::from_slice(&data)?;
+        let _persisting = self.persisting.clone().lock_owned().await;
         let stored = Stored { meta: meta.clone(), data };
         self.persist(&stored)?;
         let mut inner = self.inner();
@@ -343,6 +373,47 @@ mod tests {
         // A snapshot keeps the sessions.
         let copy: Applied = serde_json::from_slice(&serde_json::to_vec(&applied).expect("encode")).expect("decode");
         assert_eq!(copy.sessions, applied.sessions);
+    }
+
+    fn log_id(index: u64) -> LogIdOf<TypeConfig> {
+        openraft::testing::log_id::<TypeConfig>(1, 1, index)
+    }
+
+    #[test]
+    fn the_machine_refuses_an_entry_that_does_not_follow_the_last_applied() {
+        assert!(follows(None, &log_id(7)).is_ok(), "a machine that applied nothing takes any first entry");
+        assert!(follows(Some(&log_id(6)), &log_id(7)).is_ok());
+        let gap = follows(Some(&log_id(5)), &log_id(7)).expect_err("a skipped entry");
+        assert!(gap.to_string().contains("missing"), "{gap}");
+        assert!(follows(Some(&log_id(7)), &log_id(7)).is_err(), "an entry applied twice");
+    }
+
+    /// KV-2: openraft builds a snapshot on a task of its own while the
+    /// machine may install a newer one; the file must end at the newer one.
+    /// Without the `persisting` lock a build that read the machine before
+    /// the install wrote its older snapshot over the installed one.
+    #[test]
+    fn a_snapshot_built_while_a_newer_one_is_installed_never_replaces_it() {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().expect("runtime");
+        let dir = tempfile::tempdir().expect("tempdir");
+        for round in 1..=100u64 {
+            let machine = Machine::open(dir.path()).expect("open");
+            let (old, new) = (log_id(3 * round), log_id(3 * round + 1));
+            machine.inner().applied.last = Some(old);
+            let newer = Applied { last: Some(new), ..Applied::default() };
+            let meta = SnapshotMetaOf::<TypeConfig> { last_log_id: Some(new), last_membership: Default::default() };
+            let data = serde_json::to_vec(&newer).expect("encode");
+            let (mut builder, mut installer) = (machine.clone(), machine.clone());
+            let build = runtime.spawn(async move { builder.build_snapshot().await.map(|_| ()) });
+            let install = runtime.spawn(async move { installer.install_snapshot(&meta, Cursor::new(data)).await });
+            runtime.block_on(async {
+                build.await.expect("build task").expect("build");
+                install.await.expect("install task").expect("install");
+            });
+            let reopened = Machine::open(dir.path()).expect("reopen");
+            let last = reopened.inner().applied.last;
+            assert_eq!(last, Some(new), "round {round}: the snapshot file went back to {last:?}");
+        }
     }
 
     #[test]

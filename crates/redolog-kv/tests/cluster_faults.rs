@@ -234,8 +234,9 @@ impl Cluster {
 
 /// How an operation ended.
 enum Outcome {
-    /// It returned this.
-    Done(Ret),
+    /// It returned this; how it was served (which node, which log
+    /// position).
+    Done(Ret, String),
     /// It surely did not take effect (not the leader, no leader known, a
     /// read that timed out on the server): it is taken out of the history.
     Failed,
@@ -276,12 +277,19 @@ async fn perform(
             };
         };
         let status = response.status().as_u16();
+        let served = match response.headers().get("x-served") {
+            Some(header) => header.to_str().unwrap_or_default().to_string(),
+            None => String::new(),
+        };
         let Ok(body) = response.json::<Value>().await else { return Outcome::Unknown };
+        let written =
+            || format!("asked node {at}, written by node {} at {}: {}", body["node"], body["log_id"], body["response"]);
+        let read = || format!("asked node {at}, {served}");
         match (status, op) {
-            (200, Op::Read) => return Outcome::Done(Ret::Read(body["value"].as_str().map(str::to_string))),
-            (404, Op::Read) => return Outcome::Done(Ret::Read(None)),
-            (200, Op::Write(_)) => return Outcome::Done(Ret::Written),
-            (200, Op::Cas { .. }) => return Outcome::Done(Ret::Cas(body["response"]["applied"] == true)),
+            (200, Op::Read) => return Outcome::Done(Ret::Read(body["value"].as_str().map(str::to_string)), read()),
+            (404, Op::Read) => return Outcome::Done(Ret::Read(None), read()),
+            (200, Op::Write(_)) => return Outcome::Done(Ret::Written, written()),
+            (200, Op::Cas { .. }) => return Outcome::Done(Ret::Cas(body["response"]["applied"] == true), written()),
             (503, _) => match body["leader"]["id"].as_u64() {
                 Some(leader) if leader != at => at = leader,
                 _ => return Outcome::Failed,
@@ -330,8 +338,8 @@ async fn client_loop(
             // unless it serves unsafe reads); writes start at a random node.
             let at = 1 + rng.u64(..NODES);
             match perform(&client, &addrs, at, key, &op, session.clone()).await {
-                Outcome::Done(ret) => {
-                    history.lock().expect("history").returned(id, ret);
+                Outcome::Done(ret, note) => {
+                    history.lock().expect("history").returned_noted(id, ret, note);
                     break;
                 }
                 // A read without an answer constrains nothing.
@@ -472,8 +480,8 @@ async fn run(seconds: u64, unsafe_reads: bool, seed: u64) -> Result<(), String> 
             let id = ids.fetch_add(1, Ordering::Relaxed);
             history.lock().expect("history").invoke(id, key, Op::Read);
             match perform(&client, &cluster.addrs, 1 + id % NODES, key, &Op::Read, Value::Null).await {
-                Outcome::Done(ret) => {
-                    history.lock().expect("history").returned(id, ret);
+                Outcome::Done(ret, note) => {
+                    history.lock().expect("history").returned_noted(id, ret, note);
                     break;
                 }
                 Outcome::Failed => history.lock().expect("history").cancel(id),

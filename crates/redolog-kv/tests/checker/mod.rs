@@ -84,6 +84,10 @@ pub struct History {
     keys: BTreeMap<String, Vec<Event>>,
     /// The key of each client's operation in flight.
     in_flight: BTreeMap<u64, String>,
+    /// Per key and event number, what the client learnt of how its
+    /// operation was served (which node, which log position): shown with a
+    /// history that is not linearizable.
+    notes: BTreeMap<(String, usize), String>,
 }
 
 enum Event {
@@ -102,6 +106,14 @@ impl History {
     pub fn returned(&mut self, client: u64, ret: Ret) {
         let key = self.in_flight.remove(&client).unwrap_or_else(|| panic!("client {client} has nothing in flight"));
         self.keys.entry(key).or_default().push(Event::Return(client, ret));
+    }
+
+    /// [`returned`](Self::returned), with how the operation was served.
+    pub fn returned_noted(&mut self, client: u64, ret: Ret, note: String) {
+        let key = self.in_flight.get(&client).cloned().unwrap_or_default();
+        self.returned(client, ret);
+        let at = self.keys.get(&key).map_or(0, Vec::len) - 1;
+        self.notes.insert((key, at), note);
     }
 
     /// Takes `client`'s operation in flight out of the history: it surely
@@ -143,9 +155,13 @@ impl History {
             }
             let shown: Vec<String> = events
                 .iter()
-                .map(|event| match event {
+                .enumerate()
+                .map(|(at, event)| match event {
                     Event::Invoke(client, op) => format!("client {client} invokes {op:?}"),
-                    Event::Return(client, ret) => format!("client {client} returns {ret:?}"),
+                    Event::Return(client, ret) => match self.notes.get(&(key.clone(), at)) {
+                        Some(note) => format!("client {client} returns {ret:?} ({note})"),
+                        None => format!("client {client} returns {ret:?}"),
+                    },
                 })
                 .collect();
             return Err(format!("key {key} is not linearizable:\n  {}", shown.join("\n  ")));
