@@ -2,7 +2,7 @@
 """Same-run check of two `redolog` binaries (docs/BENCHMARKS.md, "Same-run
 check against the previous main").
 
-Runs `BIN bench --systems redolog` for each binary in paired rounds, the order of
+Runs `BIN bench --systems redolog` (or `--system NAME`) for each binary in paired rounds, the order of
 the two binaries alternating from round to round, and prints for every thread
 count the median over rounds of the paired ratio new ÷ old of commits/s, with
 the spread. On this machine the same binary against itself varies by ±5-20 % on
@@ -25,14 +25,14 @@ import tempfile
 
 def run(binary, args, threads, out):
     command = [
-        binary, "bench", "--systems", "redolog", "--device", args.device, "--threads", threads,
+        binary, "bench", "--systems", args.system, "--device", args.device, "--threads", threads,
         "--rounds", "1", "--seconds", str(args.seconds), "--durability", args.durability,
         "--intervals", "false", "--json", out,
     ] + (["--no-wait"] if args.no_wait else [])
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(out) as f:
         points = json.load(f)["points"]
-    return {p["threads"]: p["commits_per_sec"] for p in points if p["system"] == "redolog"}
+    return {p["threads"]: p["commits_per_sec"] for p in points if p["system"] == args.system}
 
 
 def main():
@@ -40,6 +40,7 @@ def main():
     parser.add_argument("old")
     parser.add_argument("new")
     parser.add_argument("--device", default="tmpfs")
+    parser.add_argument("--system", default="redolog", help="the system both binaries run (`bench --systems`)")
     parser.add_argument("--threads", default="1,16,64,256")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2)
@@ -62,7 +63,7 @@ def main():
                 news.setdefault(threads, []).append(new)
             print(f"round {round_no + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     mode = "append only (--no-wait)" if args.no_wait else f"durability {args.durability}"
-    print(f"device {args.device}, {mode}, {args.rounds} rounds of {args.seconds} s, order alternating")
+    print(f"system {args.system}, device {args.device}, {mode}, {args.rounds} rounds of {args.seconds} s, order alternating")
     print("| threads | old commits/s (median) | new commits/s (median) | new ÷ old, median of paired rounds | min..max |")
     print("|---:|---:|---:|---:|---|")
     for threads in sorted(ratios):

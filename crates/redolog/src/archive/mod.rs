@@ -3,19 +3,21 @@
 //! checksums named by LSN, and keeps the log's space through a consumer until
 //! the copy is synced (docs/DESIGN.md §1.17, FORMAT.md §9).
 
+mod ack;
 mod segment;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use ack::{Acks, Outcome};
 use segment::{encode_entry_header, encode_header, segment_name, BATCH_BYTES, ENTRY_HEADER_BYTES, HEADER_BYTES};
 pub use segment::{Archive, ArchiveReader, ArchiveSummary};
 
@@ -28,7 +30,6 @@ use crate::live::LogReader;
 use crate::log::Log;
 use crate::lsn::Lsn;
 use crate::recovery::Group;
-use crate::wait::{EventSlots, Spin};
 
 /// The consumer an archiver keeps its place in the log with.
 pub const CONSUMER_NAME: &str = "archiver";
@@ -83,16 +84,10 @@ pub struct Archiver {
 /// What the archiver thread and its handle share.
 struct Shared {
     dir: PathBuf,
-    /// Every group ending at or before this LSN is archived and synced.
-    archived: AtomicU64,
-    /// The thread has ended (stopped or failed): waiters stop waiting.
-    ended: AtomicBool,
-    /// Waiters park on the slot of their LSN and are woken only when
-    /// `archived` passes it (the log's own event slots, §1.6).
-    events: EventSlots,
-    /// Threads in `Archiver::wait`: while there are any, a batch is written
-    /// as soon as the log has nothing more written (`LINGER`).
-    waiters: AtomicUsize,
+    /// Where the archive is synced, where the log is, the commits waiting
+    /// for both (INV-36). While a commit waits, a batch is written as soon
+    /// as the log has nothing more written (`LINGER`).
+    acks: Acks,
     /// The archiver sleeps in `idle`: a waiter that registers wakes it.
     idle: AtomicBool,
     state: Mutex<State>,
@@ -154,10 +149,7 @@ impl Archiver {
         let segment = SegmentWriter::resume(&dir, log, &consumer)?;
         let shared = Arc::new(Shared {
             dir,
-            archived: AtomicU64::new(segment.end.as_u64()),
-            ended: AtomicBool::new(false),
-            events: EventSlots::new(64),
-            waiters: AtomicUsize::new(0),
+            acks: Acks::new(segment.end.as_u64(), 64),
             idle: AtomicBool::new(false),
             state: Mutex::new(State { failure: None }),
             waiter_arrived: Condvar::new(),
@@ -172,6 +164,7 @@ impl Archiver {
             advance_every,
             segment_bytes,
             ends: std::collections::VecDeque::new(),
+            asked_log: Lsn(0),
         };
         let thread = std::thread::Builder::new()
             .name("redolog-archiver".into())
@@ -187,40 +180,65 @@ impl Archiver {
 
     /// Every group ending at or before this LSN is archived and synced.
     pub fn archived_lsn(&self) -> Lsn {
-        Lsn(self.shared.archived.load(Ordering::SeqCst))
+        Lsn(self.shared.acks.archived())
     }
 
     /// Waits until every group ending at or before `lsn` is synced in the log
     /// and in the archive: a synchronous archive's acknowledgement, in place
     /// of the log's own `Synced` wait (`log.append`, then `archiver.wait`).
-    /// The archiver is told first, so it copies the groups as the log writes
-    /// them and syncs its copy while this thread waits for the log's sync.
+    /// The archiver, told of the waiter, copies the groups as the log writes
+    /// them and syncs its copy meanwhile. A commit alone waits for the log
+    /// itself, then for the archive; among others it parks once and is woken
+    /// by whichever of the two syncs ends last, the archiver asking the log
+    /// for it (`on_durable`; docs/DESIGN.md §1.17, INV-36).
     /// `ArchiverFailed` if the archiver failed, `Closed` if it stopped before
     /// reaching `lsn`, and the log's own errors.
     pub fn wait(&self, lsn: Lsn) -> Result<()> {
         let shared = &self.shared;
-        let reached = || shared.archived.load(Ordering::SeqCst) >= lsn.as_u64();
-        let waiting = !reached();
-        if waiting {
-            // The archiver writes a batch it gathers for later now, and asks
-            // the log for what is appended (LINGER).
-            if shared.waiters.fetch_add(1, Ordering::SeqCst) == 0 || shared.idle.load(Ordering::SeqCst) {
-                let _state = shared.state.lock();
-                shared.waiter_arrived.notify_one();
-            }
-        }
-        let logged = self.core.wait_durable(lsn, Durability::Synced);
-        if waiting {
-            if logged.is_ok() {
-                shared.events.wait(lsn.as_u64(), Spin::NONE, || reached() || shared.ended.load(Ordering::SeqCst));
-            }
-            shared.waiters.fetch_sub(1, Ordering::SeqCst);
-        }
-        logged?;
-        if reached() {
+        if shared.acks.acknowledged(lsn.as_u64()) {
             return Ok(());
         }
-        match &shared.state.lock().failure {
+        // The archiver writes a batch it gathers for later now, and asks the
+        // log for what is appended (LINGER).
+        let alone = shared.acks.arrive();
+        if alone || shared.idle.load(Ordering::SeqCst) {
+            let _state = shared.state.lock();
+            shared.waiter_arrived.notify_one();
+        }
+        let outcome = if alone { self.wait_alone(lsn) } else { self.wait_parked(lsn) };
+        shared.acks.leave();
+        outcome
+    }
+
+    /// Alone: waits for the log itself (leading its group commit, with no
+    /// hand-off to the log threads), publishes it, then waits for the
+    /// archive, which has been copying and syncing meanwhile.
+    fn wait_alone(&self, lsn: Lsn) -> Result<()> {
+        self.core.wait_durable(lsn, Durability::Synced)?;
+        self.shared.acks.log_synced(lsn.as_u64());
+        if self.shared.acks.wait_archived_alone(lsn.as_u64()) {
+            return Ok(());
+        }
+        self.settle(lsn)
+    }
+
+    /// Alongside others: parks once, until both syncs cover `lsn` (INV-36).
+    fn wait_parked(&self, lsn: Lsn) -> Result<()> {
+        match self.shared.acks.park(lsn.as_u64()) {
+            Outcome::Acknowledged => Ok(()),
+            Outcome::AskTheLog => self.core.wait_durable(lsn, Durability::Synced),
+            Outcome::Settle => self.settle(lsn),
+        }
+    }
+
+    /// The archiver ended, or the log answered it with an error: the log's
+    /// own answer for `lsn`, then the archive's.
+    fn settle(&self, lsn: Lsn) -> Result<()> {
+        self.core.wait_durable(lsn, Durability::Synced)?;
+        if self.shared.acks.wait_archived(lsn.as_u64()) {
+            return Ok(());
+        }
+        match &self.shared.state.lock().failure {
             Some(failure) => Err(failure.clone_failure()),
             None => Err(Error::Closed),
         }
@@ -499,6 +517,8 @@ struct Worker {
     /// Ends of the groups archived since the consumer last moved: where it
     /// may move once the log has synced them.
     ends: std::collections::VecDeque<Lsn>,
+    /// The furthest LSN the archiver asked the log to sync (`on_durable`).
+    asked_log: Lsn,
 }
 
 impl Worker {
@@ -507,8 +527,7 @@ impl Worker {
         if let Err(error) = outcome {
             self.shared.state.lock().failure = Some(error.clone_failure());
         }
-        self.shared.ended.store(true, Ordering::SeqCst);
-        self.shared.events.notify_all();
+        self.shared.acks.end();
     }
 
     fn archive(&mut self) -> Result<()> {
@@ -592,7 +611,7 @@ impl Worker {
             }
             match reader.next_timeout(Duration::ZERO) {
                 Ok(Some(group)) => {
-                    self.append(&group).map_err(failed)?;
+                    self.append(log, &group).map_err(failed)?;
                     copied += 1;
                     continue;
                 }
@@ -620,7 +639,7 @@ impl Worker {
             // never for a group still open (`begin_group`).
             let core = log.core();
             let target = core.appender.ready().min(core.checkpoints.file_limit().data_start());
-            let waiting = self.shared.waiters.load(Ordering::SeqCst) > 0;
+            let waiting = self.shared.acks.waiting();
             if waiting && target > LogReader::position(reader) && !asked_for_write {
                 asked_for_write = true;
                 match core.wait_written(target) {
@@ -632,7 +651,7 @@ impl Worker {
             break;
         }
         if self.segment.unsynced > 0 {
-            self.publish_synced().map_err(failed)?;
+            self.publish_synced(log).map_err(failed)?;
         }
         Ok((closed, copied))
     }
@@ -645,7 +664,7 @@ impl Worker {
         let shared = &self.shared;
         let mut state = shared.state.lock();
         shared.idle.store(true, Ordering::SeqCst);
-        let work = shared.waiters.load(Ordering::SeqCst) > 0 && log.core().appender.ready() > position;
+        let work = shared.acks.waiting() && log.core().appender.ready() > position;
         if !work && !shared.stop.load(Ordering::SeqCst) {
             shared.waiter_arrived.wait_for(&mut state, LINGER);
         }
@@ -655,10 +674,10 @@ impl Worker {
     /// Adds `group` to the batch: first writing and syncing the batch if the
     /// group would take its unsynced bytes past `BATCH_BYTES` (or one entry),
     /// the most a crash can tear (`SegmentWriter::resume`).
-    fn append(&mut self, group: &Group) -> std::result::Result<(), (&'static str, PathBuf, std::io::Error)> {
+    fn append(&mut self, log: &Log, group: &Group) -> std::result::Result<(), (&'static str, PathBuf, std::io::Error)> {
         let entry = (ENTRY_HEADER_BYTES + group.body().len()) as u64;
         if self.segment.unsynced > 0 && self.segment.unsynced + entry > BATCH_BYTES {
-            self.publish_synced()?;
+            self.publish_synced(log)?;
         }
         self.segment.append(group);
         self.ends.push_back(group.end_lsn());
@@ -673,20 +692,40 @@ impl Worker {
         let shared = &self.shared;
         let mut state = shared.state.lock();
         let elapsed = since.elapsed();
-        if shared.waiters.load(Ordering::SeqCst) > 0 || shared.stop.load(Ordering::SeqCst) || elapsed >= LINGER {
+        if shared.acks.waiting() || shared.stop.load(Ordering::SeqCst) || elapsed >= LINGER {
             return false;
         }
         let pause = (LINGER - elapsed).min(Duration::from_millis(1));
         shared.waiter_arrived.wait_for(&mut state, pause);
-        shared.waiters.load(Ordering::SeqCst) == 0
+        !shared.acks.waiting()
     }
 
-    /// Syncs the segment and wakes the waiters it covers.
-    fn publish_synced(&mut self) -> std::result::Result<(), (&'static str, PathBuf, std::io::Error)> {
+    /// Syncs the segment and wakes the waiters it covers. With a waiter, the
+    /// log is asked first to sync the batch too, so its fdatasync and the
+    /// archive's run at once; and asked after, if a waiter arrived meanwhile
+    /// (INV-36).
+    fn publish_synced(&mut self, log: &Log) -> std::result::Result<(), (&'static str, PathBuf, std::io::Error)> {
+        let end = self.segment.end;
+        if self.shared.acks.asking() {
+            self.ask_log(log, end);
+        }
         self.segment.sync()?;
-        let new = self.segment.end.as_u64();
-        let old = self.shared.archived.swap(new, Ordering::SeqCst);
-        self.shared.events.notify_range(old, new);
+        if self.shared.acks.archive_synced(end.as_u64()) {
+            self.ask_log(log, end);
+        }
         Ok(())
+    }
+
+    /// Asks the log to sync up to `end` and to raise `log_synced` once it has.
+    fn ask_log(&mut self, log: &Log, end: Lsn) {
+        if end <= self.asked_log {
+            return;
+        }
+        self.asked_log = end;
+        let shared = self.shared.clone();
+        log.on_durable(end, Durability::Synced, move |outcome| match outcome {
+            Ok(()) => shared.acks.log_synced(end.as_u64()),
+            Err(_) => shared.acks.log_failed(),
+        });
     }
 }
