@@ -24,11 +24,15 @@ pub(crate) struct BlockReader {
     buffer: Vec<u8>,
     first: u64,
     count: u64,
+    /// The last block worth reading ahead to (the block of a reader's
+    /// limit): a live reader at the log's frontier reads the block or two
+    /// it needs, not 128 KiB of which all but those are read again later.
+    read_ahead_to: Option<BlockNo>,
 }
 
 impl BlockReader {
     pub(crate) fn new(files: Arc<Files>) -> Self {
-        BlockReader { files, buffer: Vec::new(), first: 0, count: 0 }
+        BlockReader { files, buffer: Vec::new(), first: 0, count: 0, read_ahead_to: None }
     }
 
     /// Reads from `files` from now on (a resize switched the log's files,
@@ -42,7 +46,11 @@ impl BlockReader {
     /// is never taken for the end of the log (reliability matrix E7).
     pub(crate) fn read(&mut self, block: BlockNo) -> Result<&[u8]> {
         if !(self.first..self.first + self.count).contains(&block.0) {
-            let Some(run) = self.files.layout.runs(block, READ_AHEAD_BLOCKS).next() else {
+            let wanted = match self.read_ahead_to {
+                Some(last) if last >= block => (last.0 - block.0 + 1).min(READ_AHEAD_BLOCKS),
+                _ => READ_AHEAD_BLOCKS,
+            };
+            let Some(run) = self.files.layout.runs(block, wanted).next() else {
                 unreachable!("runs of a non-empty range yield at least one run");
             };
             self.buffer.resize((run.count as usize) * BLOCK_BYTES, 0);
@@ -58,11 +66,17 @@ impl BlockReader {
 
     /// Forgets what was read ahead from `block` on: on a live log, blocks from
     /// the sync frontier's on may have been rewritten since (the partial last
-    /// block grows) or not written yet.
+    /// block grows) or not written yet. The blocks before it stay: they are
+    /// final.
     pub(crate) fn forget_from(&mut self, block: BlockNo) {
         if self.first + self.count > block.0 {
-            self.count = 0;
+            self.count = block.0.saturating_sub(self.first);
         }
+    }
+
+    /// Reads ahead no further than `last` (`None`: 128 KiB at a time).
+    pub(crate) fn read_ahead_to(&mut self, last: Option<BlockNo>) {
+        self.read_ahead_to = last;
     }
 
     /// Reads and classifies `block`.
@@ -251,7 +265,7 @@ impl GroupReader {
     }
 
     pub(crate) fn with_limit(mut self, limit: Lsn) -> Self {
-        self.limit = Some(limit);
+        self.set_limit(limit);
         self
     }
 
@@ -259,9 +273,10 @@ impl GroupReader {
         self.position
     }
 
-    /// Reads up to `limit` from now on.
+    /// Reads up to `limit` from now on, and reads blocks ahead no further.
     pub(crate) fn set_limit(&mut self, limit: Lsn) {
         self.limit = Some(limit);
+        self.blocks.read_ahead_to(Some(limit.block()));
     }
 
     /// Goes back to `position` (a group start) and forgets every block from
@@ -522,3 +537,34 @@ impl<'a> Iterator for Records<'a> {
 }
 
 impl ExactSizeIterator for Records<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Durability, Log};
+
+    /// A live reader at the frontier reads the blocks up to its limit, not
+    /// 128 KiB; forgetting the frontier's blocks keeps the final ones before
+    /// them.
+    #[test]
+    fn read_ahead_stops_at_the_limit_and_forgetting_keeps_the_final_blocks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).expect("open");
+        let start = log.end_lsn().block();
+        for _ in 0..40 {
+            log.commit(&[7u8; 300], Durability::Synced).expect("commit");
+        }
+        let mut blocks = BlockReader::new(log.core().files());
+        blocks.read_ahead_to(Some(BlockNo(start.0 + 1)));
+        blocks.read(start).expect("read");
+        assert_eq!((blocks.first, blocks.count), (start.0, 2), "read ahead to the limit's block only");
+        blocks.read_ahead_to(None);
+        blocks.forget_from(start);
+        blocks.read(start).expect("read");
+        assert!(blocks.count > 2, "no limit: a whole read-ahead run");
+        blocks.forget_from(BlockNo(start.0 + 3));
+        assert_eq!(blocks.count, 3, "the blocks before the forgotten one stay");
+        blocks.forget_from(BlockNo(start.0.saturating_sub(1)));
+        assert_eq!(blocks.count, 0);
+    }
+}
