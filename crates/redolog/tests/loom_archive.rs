@@ -180,6 +180,42 @@ fn an_archiver_that_does_not_ask_after_its_sync_is_caught() {
     common::loom_check(2, || commit_while_archiving(false, false));
 }
 
+/// Two commits parked in the same block: the one the notifier wakes wakes
+/// the other (the delegated wake-up), whichever side publishes last.
+#[test]
+fn two_parked_commits_are_both_woken_through_the_delegated_wake_up() {
+    common::loom_check(1, || {
+        let end = at(1);
+        let acks = Arc::new(Acks::new(at(0), 2));
+        let log = Arc::new(ModelLog::new(false));
+        let archiver = {
+            let (acks, log) = (acks.clone(), log.clone());
+            loom::thread::spawn(move || archive_batch(&acks, &log, &AtomicBool::new(false), end, true))
+        };
+        let log_thread = {
+            let (acks, log) = (acks.clone(), log.clone());
+            loom::thread::spawn(move || log.sync(&acks, end))
+        };
+        acks.arrive();
+        let other = {
+            let acks = acks.clone();
+            loom::thread::spawn(move || {
+                acks.arrive();
+                let outcome = acks.park(end);
+                acks.leave();
+                outcome
+            })
+        };
+        let mine = acks.park(end);
+        acks.leave();
+        for outcome in [mine, other.join().expect("other commit")] {
+            assert_ne!(outcome, Outcome::Settle, "nothing failed");
+        }
+        archiver.join().expect("archiver");
+        log_thread.join().expect("log");
+    });
+}
+
 /// A commit alone waits for the log itself, publishes it, and parks for
 /// the archive: the archiver's sync wakes it, whichever of the two
 /// publishes first.

@@ -175,13 +175,15 @@ impl Acks {
 
     /// Raises `acknowledged` to `min(archived, log_synced)` and wakes the
     /// waiters it passes. Each side stores its own value first, so the side
-    /// that comes second reads both.
+    /// that comes second reads both. The caller — the archiver with its next
+    /// batch to copy, or a log thread — wakes one waiter, which wakes the
+    /// others (`notify_range_delegated`, as the log's own passes do).
     fn acknowledge(&self) {
         fence(Ordering::SeqCst); // A3: the caller's store before both loads
         let both = self.archived.load(Ordering::SeqCst).min(self.log_synced.load(Ordering::SeqCst));
         let old = self.acknowledged.fetch_max(both, Ordering::SeqCst);
         if both > old {
-            self.events.notify_range(old, both);
+            self.events.notify_range_delegated(old, both);
         }
     }
 }
