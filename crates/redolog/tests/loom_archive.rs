@@ -51,7 +51,7 @@ mod wait {
 mod ack;
 
 use ack::{Acks, Outcome};
-use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use loom::sync::{Arc, Mutex};
 use lsn::BlockNo;
 
@@ -119,13 +119,37 @@ impl ModelLog {
 /// `Worker::publish_synced` does it: ask the log first if a commit waits,
 /// sync, publish, and ask again if a commit arrived meanwhile (unless
 /// `ask_after` is off: the mutation the model must catch).
-fn archive_batch(acks: &Acks, log: &ModelLog, asked: &AtomicBool, end: u64, ask_after: bool) {
-    if acks.waiting() && !asked.swap(true, SeqCst) {
+fn archive_batch(acks: &Acks, log: &ModelLog, end: u64, ask_after: bool) {
+    let asked_before = acks.asking();
+    if asked_before {
         log.ask(acks, end);
     }
     let waiting = acks.archive_synced(end);
-    if waiting && ask_after && !asked.swap(true, SeqCst) {
+    if waiting && ask_after && !asked_before {
         log.ask(acks, end);
+    }
+}
+
+/// Starts the model archiver, archiving `batches` one after the other, and
+/// the model log, syncing once up to the last of them; returns what joins
+/// both.
+fn start_archiver_and_log(acks: &Arc<Acks>, log: &Arc<ModelLog>, batches: Vec<u64>, ask_after: bool) -> impl FnOnce() {
+    let last = *batches.last().expect("a batch");
+    let archiver = {
+        let (acks, log) = (acks.clone(), log.clone());
+        loom::thread::spawn(move || {
+            for end in batches {
+                archive_batch(&acks, &log, end, ask_after);
+            }
+        })
+    };
+    let log_thread = {
+        let (acks, log) = (acks.clone(), log.clone());
+        loom::thread::spawn(move || log.sync(&acks, last))
+    };
+    move || {
+        archiver.join().expect("archiver");
+        log_thread.join().expect("log");
     }
 }
 
@@ -135,15 +159,7 @@ fn commit_while_archiving(log_fails: bool, ask_after: bool) {
     let end = at(1);
     let acks = Arc::new(Acks::new(at(0), 2));
     let log = Arc::new(ModelLog::new(log_fails));
-    let asked = Arc::new(AtomicBool::new(false));
-    let archiver = {
-        let (acks, log, asked) = (acks.clone(), log.clone(), asked.clone());
-        loom::thread::spawn(move || archive_batch(&acks, &log, &asked, end, ask_after))
-    };
-    let log_thread = {
-        let (acks, log) = (acks.clone(), log.clone());
-        loom::thread::spawn(move || log.sync(&acks, end))
-    };
+    let join = start_archiver_and_log(&acks, &log, vec![end], ask_after);
     acks.arrive();
     match acks.park(end) {
         Outcome::Acknowledged => {
@@ -158,8 +174,7 @@ fn commit_while_archiving(log_fails: bool, ask_after: bool) {
         }
     }
     acks.leave();
-    archiver.join().expect("archiver");
-    log_thread.join().expect("log");
+    join();
 }
 
 #[test]
@@ -188,14 +203,7 @@ fn two_parked_commits_are_both_woken_through_the_delegated_wake_up() {
         let end = at(1);
         let acks = Arc::new(Acks::new(at(0), 2));
         let log = Arc::new(ModelLog::new(false));
-        let archiver = {
-            let (acks, log) = (acks.clone(), log.clone());
-            loom::thread::spawn(move || archive_batch(&acks, &log, &AtomicBool::new(false), end, true))
-        };
-        let log_thread = {
-            let (acks, log) = (acks.clone(), log.clone());
-            loom::thread::spawn(move || log.sync(&acks, end))
-        };
+        let join = start_archiver_and_log(&acks, &log, vec![end], true);
         acks.arrive();
         let other = {
             let acks = acks.clone();
@@ -211,8 +219,7 @@ fn two_parked_commits_are_both_woken_through_the_delegated_wake_up() {
         for outcome in [mine, other.join().expect("other commit")] {
             assert_ne!(outcome, Outcome::Settle, "nothing failed");
         }
-        archiver.join().expect("archiver");
-        log_thread.join().expect("log");
+        join();
     });
 }
 
@@ -233,7 +240,7 @@ fn a_commit_alone_is_woken_by_the_archive_after_its_own_log_wait() {
         };
         assert!(acks.arrive(), "alone");
         acks.log_synced(end); // after its own `Log::wait`
-        assert!(acks.wait_archived_alone(end));
+        assert!(acks.wait_archived(end));
         assert!(acks.archived() >= end);
         acks.leave();
         archiver.join().expect("archiver");
@@ -268,17 +275,7 @@ fn two_commits_over_two_batches_are_each_acknowledged_after_both_syncs() {
         let (first, second) = (at(1), at(2));
         let acks = Arc::new(Acks::new(at(0), 2));
         let log = Arc::new(ModelLog::new(false));
-        let archiver = {
-            let (acks, log) = (acks.clone(), log.clone());
-            loom::thread::spawn(move || {
-                archive_batch(&acks, &log, &AtomicBool::new(false), first, true);
-                archive_batch(&acks, &log, &AtomicBool::new(false), second, true);
-            })
-        };
-        let log_thread = {
-            let (acks, log) = (acks.clone(), log.clone());
-            loom::thread::spawn(move || log.sync(&acks, second))
-        };
+        let join = start_archiver_and_log(&acks, &log, vec![first, second], true);
         acks.arrive();
         if acks.park(first) == Outcome::Acknowledged {
             assert!(acks.archived() >= first && log.synced.load(SeqCst) >= first);
@@ -289,7 +286,6 @@ fn two_commits_over_two_batches_are_each_acknowledged_after_both_syncs() {
             assert!(acks.archived() >= second && log.synced.load(SeqCst) >= second);
         }
         acks.leave();
-        archiver.join().expect("archiver");
-        log_thread.join().expect("log");
+        join();
     });
 }

@@ -86,7 +86,7 @@ impl Acks {
     }
 
     /// A waiter arrives; whether it is the only one (it then waits for the
-    /// log itself: `log_synced`, then `wait_archived_alone`).
+    /// log itself: `log_synced`, then `wait_archived`).
     pub(crate) fn arrive(&self) -> bool {
         self.waiters.fetch_add(1, Ordering::SeqCst) == 0
     }
@@ -112,13 +112,6 @@ impl Acks {
         outcome
     }
 
-    /// A waiter alone, after its own wait for the log and `log_synced`:
-    /// waits for the archive; false if the archiver ended first.
-    pub(crate) fn wait_archived_alone(&self, lsn: u64) -> bool {
-        self.events.wait(lsn, Spin::NONE, || self.acknowledged(lsn) || self.ended.load(Ordering::SeqCst));
-        self.acknowledged(lsn)
-    }
-
     fn wait(&self, lsn: u64) -> Outcome {
         if self.archived() >= lsn && !self.acknowledged(lsn) {
             return Outcome::AskTheLog;
@@ -132,8 +125,11 @@ impl Acks {
         }
     }
 
-    /// After `Outcome::Settle` and the log's answer: waits until the
-    /// archive holds `lsn` synced (true) or the archiver ended (false).
+    /// Once the log's own wait covered `lsn` (a waiter alone, or after
+    /// `Outcome::Settle`): waits until the archive holds `lsn` synced (true)
+    /// or the archiver ended (false). A waiter alone published `log_synced`
+    /// first, so the acknowledgement that passes `lsn` wakes it; after a
+    /// failure of the log, every archive sync wakes all waiters.
     pub(crate) fn wait_archived(&self, lsn: u64) -> bool {
         let reached = || self.archived() >= lsn;
         self.events.wait(lsn, Spin::NONE, || reached() || self.ended.load(Ordering::SeqCst));

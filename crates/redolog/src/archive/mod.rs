@@ -205,42 +205,35 @@ impl Archiver {
             let _state = shared.state.lock();
             shared.waiter_arrived.notify_one();
         }
-        let outcome = if alone { self.wait_alone(lsn) } else { self.wait_parked(lsn) };
+        let outcome = if alone { self.wait_log_then_archive(lsn) } else { self.wait_parked(lsn) };
         shared.acks.leave();
         outcome
     }
 
-    /// Alone: waits for the log itself (leading its group commit, with no
-    /// hand-off to the log threads), publishes it, then waits for the
-    /// archive, which has been copying and syncing meanwhile.
-    fn wait_alone(&self, lsn: Lsn) -> Result<()> {
+    /// Alone, or parked without the acknowledgement (`Outcome::AskTheLog`,
+    /// `Outcome::Settle`): waits for the log itself (alone, it leads
+    /// its group commit, with no hand-off to the log threads), publishes
+    /// what it synced, then waits for the archive, which has been copying
+    /// and syncing meanwhile; or says why the archive will never hold `lsn`.
+    fn wait_log_then_archive(&self, lsn: Lsn) -> Result<()> {
         self.core.wait_durable(lsn, Durability::Synced)?;
         self.shared.acks.log_synced(lsn.as_u64());
-        if self.shared.acks.wait_archived_alone(lsn.as_u64()) {
-            return Ok(());
-        }
-        self.settle(lsn)
-    }
-
-    /// Alongside others: parks once, until both syncs cover `lsn` (INV-36).
-    fn wait_parked(&self, lsn: Lsn) -> Result<()> {
-        match self.shared.acks.park(lsn.as_u64()) {
-            Outcome::Acknowledged => Ok(()),
-            Outcome::AskTheLog => self.core.wait_durable(lsn, Durability::Synced),
-            Outcome::Settle => self.settle(lsn),
-        }
-    }
-
-    /// The archiver ended, or the log answered it with an error: the log's
-    /// own answer for `lsn`, then the archive's.
-    fn settle(&self, lsn: Lsn) -> Result<()> {
-        self.core.wait_durable(lsn, Durability::Synced)?;
         if self.shared.acks.wait_archived(lsn.as_u64()) {
             return Ok(());
         }
         match &self.shared.state.lock().failure {
             Some(failure) => Err(failure.clone_failure()),
             None => Err(Error::Closed),
+        }
+    }
+
+    /// Alongside others: parks once, until both syncs cover `lsn` (INV-36).
+    fn wait_parked(&self, lsn: Lsn) -> Result<()> {
+        match self.shared.acks.park(lsn.as_u64()) {
+            Outcome::Acknowledged => Ok(()),
+            // Archived already (the archiver may not have asked the log),
+            // or the archiver ended or the log failed.
+            Outcome::AskTheLog | Outcome::Settle => self.wait_log_then_archive(lsn),
         }
     }
 
