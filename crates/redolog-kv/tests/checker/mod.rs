@@ -84,15 +84,14 @@ pub struct History {
     keys: BTreeMap<String, Vec<Event>>,
     /// The key of each client's operation in flight.
     in_flight: BTreeMap<u64, String>,
-    /// Per key and event number, what the client learnt of how its
-    /// operation was served (which node, which log position): shown with a
-    /// history that is not linearizable.
-    notes: BTreeMap<(String, usize), String>,
 }
 
 enum Event {
     Invoke(u64, Op),
-    Return(u64, Ret),
+    /// With what the client learnt of how its operation was served (which
+    /// node, which log position), shown with a history that is not
+    /// linearizable.
+    Return(u64, Ret, Option<String>),
 }
 
 impl History {
@@ -104,16 +103,17 @@ impl History {
 
     /// `client`'s operation in flight returned `ret`.
     pub fn returned(&mut self, client: u64, ret: Ret) {
-        let key = self.in_flight.remove(&client).unwrap_or_else(|| panic!("client {client} has nothing in flight"));
-        self.keys.entry(key).or_default().push(Event::Return(client, ret));
+        self.push_return(client, ret, None);
     }
 
     /// [`returned`](Self::returned), with how the operation was served.
     pub fn returned_noted(&mut self, client: u64, ret: Ret, note: String) {
-        let key = self.in_flight.get(&client).cloned().unwrap_or_default();
-        self.returned(client, ret);
-        let at = self.keys.get(&key).map_or(0, Vec::len) - 1;
-        self.notes.insert((key, at), note);
+        self.push_return(client, ret, Some(note));
+    }
+
+    fn push_return(&mut self, client: u64, ret: Ret, note: Option<String>) {
+        let key = self.in_flight.remove(&client).unwrap_or_else(|| panic!("client {client} has nothing in flight"));
+        self.keys.entry(key).or_default().push(Event::Return(client, ret, note));
     }
 
     /// Takes `client`'s operation in flight out of the history: it surely
@@ -155,13 +155,10 @@ impl History {
             }
             let shown: Vec<String> = events
                 .iter()
-                .enumerate()
-                .map(|(at, event)| match event {
+                .map(|event| match event {
                     Event::Invoke(client, op) => format!("client {client} invokes {op:?}"),
-                    Event::Return(client, ret) => match self.notes.get(&(key.clone(), at)) {
-                        Some(note) => format!("client {client} returns {ret:?} ({note})"),
-                        None => format!("client {client} returns {ret:?}"),
-                    },
+                    Event::Return(client, ret, Some(note)) => format!("client {client} returns {ret:?} ({note})"),
+                    Event::Return(client, ret, None) => format!("client {client} returns {ret:?}"),
                 })
                 .collect();
             return Err(format!("key {key} is not linearizable:\n  {}", shown.join("\n  ")));
@@ -195,7 +192,7 @@ fn actions(events: &[Event]) -> Result<Vec<(usize, Action<Step>)>, String> {
                 }
                 actions.push(None); // the call, written once its outcome is known
             }
-            Event::Return(client, ret) => {
+            Event::Return(client, ret, _) => {
                 let (at, op) = open.remove(client).ok_or_else(|| format!("client {client} returned uninvoked"))?;
                 let step = match (op, ret) {
                     (Op::Read, Ret::Read(value)) => Step::Read(value.as_deref().map(&mut intern)),
