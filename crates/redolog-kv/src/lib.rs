@@ -134,6 +134,14 @@ where
         election_timeout_max: 1000,
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(options.snapshot_every),
         max_in_snapshot_log_to_keep: options.keep_logs,
+        // KV-4: the store keeps the committed id lazily (docs/RAFT.md,
+        // "Durability"), so a leader restarted in its own term would serve
+        // read-index reads from a machine re-applied only to a stale
+        // committed id — acknowledged writes missing (openraft documents
+        // this under `enable_leader_restore`). A restarted leader is elected
+        // again instead, and commits its new term's blank entry before it
+        // serves a read.
+        enable_leader_restore: Some(false),
         ..openraft::Config::default()
     };
     let config = Arc::new(config.validate()?);

@@ -9,6 +9,11 @@
 //! the covering fdatasync returned — never before, and with the error if the
 //! log is poisoned (docs/RAFT.md, "Two openraft lines").
 //!
+//! The store keeps the committed id lazily (docs/RAFT.md, "Durability"): a
+//! node that serves reads must set openraft's `enable_leader_restore` to
+//! `Some(false)`, or a leader restarted in its own term serves read-index
+//! reads from a machine re-applied only to a stale committed id (KV-4).
+//!
 //! ```no_run
 //! # fn main() -> Result<(), redolog_raft::Error> {
 //! use redolog_raft::openraft_0_10::{openraft, RedologLogStore};
