@@ -10,18 +10,22 @@ use std::future::Future;
 use std::io::Cursor;
 use std::time::Duration;
 
+use futures_util::TryStreamExt;
+
+use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use redolog_raft::openraft_0_10::openraft;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use openraft::alias::SnapshotOf;
 use openraft::async_runtime::watch::WatchReceiver;
-use openraft::error::{ForwardToLeader, RaftError};
+use openraft::error::{ClientWriteError, ForwardToLeader, RaftError};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{BasicNode, ReadPolicy};
 
@@ -51,6 +55,7 @@ pub fn routes(app: App) -> Router {
         .route("/raft/vote", post(vote))
         .route("/raft/snapshot", post(snapshot))
         .route("/api/write", post(write))
+        .route("/api/writes", post(writes))
         .route("/api/read", get(read))
         .route("/api/local", get(local))
         .route("/api/dump", get(dump))
@@ -67,8 +72,12 @@ fn failure(status: StatusCode, body: serde_json::Value) -> Response {
 }
 
 fn not_leader(forward: &ForwardToLeader<TypeConfig>) -> Response {
+    failure(StatusCode::SERVICE_UNAVAILABLE, not_leader_body(forward))
+}
+
+fn not_leader_body(forward: &ForwardToLeader<TypeConfig>) -> serde_json::Value {
     let leader = forward.leader_id.map(|id| json!({"id": id, "addr": forward.leader_node.as_ref().map(|n| &n.addr)}));
-    failure(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "not leader", "leader": leader}))
+    json!({"error": "not leader", "leader": leader})
 }
 
 /// `call` within `TIMEOUT`, or `504`.
@@ -91,8 +100,21 @@ where
 
 // ---- Raft's RPCs: openraft's own result, as JSON ----
 
-async fn append(State(app): State<App>, Json(rpc): Json<AppendEntriesRequest<TypeConfig>>) -> Response {
-    Json(app.raft.append_entries(rpc).await).into_response()
+/// A JSON body decoded straight from its bytes: axum's `Json` extractor
+/// also tracks the path to every field it decodes, which a follower paid on
+/// every replicated entry. A malformed body is `400`, saying where it
+/// broke.
+fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, Box<Response>> {
+    serde_json::from_slice(body).map_err(|error| {
+        Box::new(failure(StatusCode::BAD_REQUEST, json!({"error": format!("malformed JSON body: {error}")})))
+    })
+}
+
+async fn append(State(app): State<App>, body: Bytes) -> Response {
+    match decode::<AppendEntriesRequest<TypeConfig>>(&body) {
+        Ok(rpc) => Json(app.raft.append_entries(rpc).await).into_response(),
+        Err(malformed) => *malformed,
+    }
 }
 
 async fn vote(State(app): State<App>, Json(rpc): Json<VoteRequest<TypeConfig>>) -> Response {
@@ -109,14 +131,63 @@ async fn snapshot(State(app): State<App>, Json(message): Json<SnapshotMessage>) 
 
 // ---- The client API ----
 
-async fn write(State(app): State<App>, Json(command): Json<Command>) -> Response {
+const STALE: &str = "stale session number: the session already applied a later write";
+
+async fn write(State(app): State<App>, body: Bytes) -> Response {
+    let command: Command = match decode(&body) {
+        Ok(command) => command,
+        Err(malformed) => return *malformed,
+    };
     match bounded(app.raft.client_write(command)).await {
         Ok(Ok(written)) if written.data.stale => failure(
             StatusCode::CONFLICT,
-            json!({"error": "stale session number: the session already applied a later write", "log_index": written.log_id.index}),
+            json!({"error": STALE, "log_index": written.log_id.index}),
         ),
         Ok(Ok(written)) => Json(json!({"log_index": written.log_id.index, "log_id": written.log_id.to_string(), "node": app.id, "response": written.data})).into_response(),
         Ok(Err(error)) => raft_failure(error),
+        Err(timeout) => timeout,
+    }
+}
+
+/// Several writes in one request — `[command, …]`, each as `/api/write`
+/// takes it — proposed to Raft together (openraft's `client_write_many`:
+/// one message to the core for all of them, in this order, each its own log
+/// entry). The answer is `200` with one element per command, in order: the
+/// body `/api/write` would have answered it with, plus `"status"` where that
+/// would not have been `200` (`503` not leader, naming the leader; `409` a
+/// stale session number; `500` an entry the leader discarded, outcome
+/// unknown). A batch as a whole fails only as a request does: `504` after
+/// `TIMEOUT` (every outcome unknown), `500` if Raft stopped. The
+/// [`Client`](crate::Client) gathers concurrent callers' writes into these
+/// requests.
+async fn writes(State(app): State<App>, body: Bytes) -> Response {
+    let commands: Vec<Command> = match decode(&body) {
+        Ok(commands) => commands,
+        Err(malformed) => return *malformed,
+    };
+    let answered = bounded(async {
+        let mut results = app.raft.client_write_many(commands).await?;
+        let mut answers = Vec::new();
+        while let Some(result) = results.try_next().await? {
+            answers.push(match result {
+                Ok(written) if written.response.stale => json!({"status": 409, "error": STALE, "log_index": written.log_id.index}),
+                Ok(written) => {
+                    json!({"log_index": written.log_id.index, "log_id": written.log_id.to_string(), "node": app.id, "response": written.response})
+                }
+                Err(ClientWriteError::ForwardToLeader(forward)) => {
+                    let mut body = not_leader_body(&forward);
+                    body["status"] = json!(503);
+                    body
+                }
+                Err(error) => json!({"status": 500, "error": error.to_string()}),
+            });
+        }
+        Ok::<_, openraft::error::Fatal<TypeConfig>>(answers)
+    })
+    .await;
+    match answered {
+        Ok(Ok(answers)) => Json(answers).into_response(),
+        Ok(Err(fatal)) => failure(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": fatal.to_string()})),
         Err(timeout) => timeout,
     }
 }

@@ -25,6 +25,7 @@
 //! [`TypeConfig`]; [`open_store`] opens the one the binary uses.
 
 mod api;
+mod client;
 mod machine;
 mod network;
 
@@ -34,6 +35,7 @@ use std::sync::Arc;
 use redolog_raft::openraft_0_10::{openraft, RedologLogStore};
 
 use api::Node;
+pub use client::{Client, ClientError, ClientStats, Written, IN_FLIGHT, MAX_BATCH};
 use machine::Machine;
 pub use machine::{Command, Request, Response, Session, TypeConfig};
 
@@ -88,6 +90,11 @@ pub struct Options {
     /// negative control.
     #[arg(long, hide = true)]
     pub unsafe_reads: bool,
+    /// Test only, unsafe: a leader restarted within its term resumes it
+    /// (openraft's `enable_leader_restore`), the way KV-4 forbids — the
+    /// negative control of `tests/restarted_leader.rs`.
+    #[arg(long, hide = true)]
+    pub unsafe_leader_restore: bool,
 }
 
 fn parse_route(text: &str) -> Result<(u64, String), String> {
@@ -141,7 +148,7 @@ where
         // this under `enable_leader_restore`). A restarted leader is elected
         // again instead, and commits its new term's blank entry before it
         // serves a read.
-        enable_leader_restore: Some(false),
+        enable_leader_restore: Some(options.unsafe_leader_restore),
         ..openraft::Config::default()
     };
     let config = Arc::new(config.validate()?);

@@ -4,7 +4,8 @@
 //! Method: five `redolog-kv` processes on loopback, every Raft link
 //! through a proxy in this process that the nemesis can cut; client tasks
 //! issue reads (to any node: a follower redirects to the leader), writes
-//! and compare-and-sets on three keys and record the history; the nemesis
+//! and compare-and-sets (alone, or as a batch of one: both write paths) on
+//! three keys and record the history; the nemesis
 //! cycles through SIGKILL and restart of a node, SIGSTOP of the leader, a
 //! majority/minority partition, a bridge and a node's slowed links. Afterwards every fault is
 //! healed, every node must converge to the same map, a final read of each
@@ -18,6 +19,7 @@
 //! (`REDOLOG_CLUSTER_FAULT_CONTROL_SECONDS` for the control's length).
 
 mod checker;
+mod common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -28,9 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use checker::{History, Op, Ret};
+use common::{proxy, Link};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -47,53 +48,6 @@ fn node_binary() -> PathBuf {
 /// A free loopback port (bound, read, released).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
-
-/// A directed link's faults: cut (connections refused, open ones closed),
-/// or every chunk of bytes held back this long.
-#[derive(Clone, Copy, Default)]
-struct Link {
-    cut: bool,
-    delay: Duration,
-}
-
-/// One directed link's proxy: forwards to its target, each chunk after the
-/// link's delay; when cut, refuses new connections and closes the open ones.
-async fn proxy(listener: TcpListener, target: SocketAddr, link: watch::Receiver<Link>) {
-    loop {
-        let Ok((inbound, _)) = listener.accept().await else { return };
-        if link.borrow().cut {
-            continue; // dropped: the caller sees the connection close
-        }
-        let (link, mut cut) = (link.clone(), link.clone());
-        tokio::spawn(async move {
-            let Ok(outbound) = TcpStream::connect(target).await else { return };
-            let ((from_caller, to_caller), (from_target, to_target)) = (inbound.into_split(), outbound.into_split());
-            tokio::select! {
-                _ = pump(from_caller, to_target, link.clone()) => {}
-                _ = pump(from_target, to_caller, link) => {}
-                _ = cut.wait_for(|link| link.cut) => {}
-            }
-        });
-    }
-}
-
-/// Copies `from` to `to`, holding each chunk for the link's delay.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: watch::Receiver<Link>) {
-    let mut buffer = vec![0; 64 << 10];
-    loop {
-        let read = match from.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => read,
-        };
-        let delay = link.borrow().delay;
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        if to.write_all(&buffer[..read]).await.is_err() {
-            return;
-        }
-    }
 }
 
 /// The five node processes, their proxies, and how to fault them. Dropping
@@ -246,7 +200,9 @@ enum Outcome {
 }
 
 /// Sends `op` on `key` to node `at`, following "not leader" answers to the
-/// leader they name (a few times at most).
+/// leader they name (a few times at most). A write or compare-and-set goes
+/// alone to `/api/write`, or, `batched`, as a batch of one to `/api/writes`
+/// (what the service's `Client` sends; its answer is the batch's element).
 async fn perform(
     client: &reqwest::Client,
     addrs: &BTreeMap<u64, SocketAddr>,
@@ -254,18 +210,26 @@ async fn perform(
     key: &str,
     op: &Op,
     session: Value,
+    batched: bool,
 ) -> Outcome {
     for _ in 0..3 {
         let base = format!("http://{}", addrs[&at]);
+        let write = |body: Value| {
+            if batched {
+                client.post(format!("{base}/api/writes")).json(&[body])
+            } else {
+                client.post(format!("{base}/api/write")).json(&body)
+            }
+        };
         let sent = match op {
             Op::Read => client.get(format!("{base}/api/read")).query(&[("key", key)]).send().await,
             Op::Write(value) => {
-                let body = json!({"op": "set", "key": key, "value": value, "session": session});
-                client.post(format!("{base}/api/write")).json(&body).send().await
+                write(json!({"op": "set", "key": key, "value": value, "session": session})).send().await
             }
             Op::Cas { expected, new } => {
-                let body = json!({"op": "cas", "key": key, "expected": expected, "new": new, "session": session});
-                client.post(format!("{base}/api/write")).json(&body).send().await
+                write(json!({"op": "cas", "key": key, "expected": expected, "new": new, "session": session}))
+                    .send()
+                    .await
             }
         };
         let Ok(response) = sent else {
@@ -281,7 +245,16 @@ async fn perform(
             Some(header) => header.to_str().unwrap_or_default().to_string(),
             None => String::new(),
         };
-        let Ok(body) = response.json::<Value>().await else { return Outcome::Unknown };
+        let Ok(mut body) = response.json::<Value>().await else { return Outcome::Unknown };
+        let mut status = status;
+        if batched && status == 200 && *op != Op::Read {
+            // The batch's one element: its own status where not 200.
+            let Some(element) = body.as_array_mut().and_then(|elements| elements.pop()) else {
+                return Outcome::Unknown;
+            };
+            status = element["status"].as_u64().map_or(200, |status| status as u16);
+            body = element;
+        }
         let written =
             || format!("asked node {at}, written by node {} at {}: {}", body["node"], body["log_id"], body["response"]);
         let read = || format!("asked node {at}, {served}");
@@ -337,7 +310,7 @@ async fn client_loop(
             // Reads go to any node (a follower redirects to the leader
             // unless it serves unsafe reads); writes start at a random node.
             let at = 1 + rng.u64(..NODES);
-            match perform(&client, &addrs, at, key, &op, session.clone()).await {
+            match perform(&client, &addrs, at, key, &op, session.clone(), rng.bool()).await {
                 Outcome::Done(ret, note) => {
                     history.lock().expect("history").returned_noted(id, ret, note);
                     break;
@@ -479,7 +452,7 @@ async fn run(seconds: u64, unsafe_reads: bool, seed: u64) -> Result<(), String> 
         loop {
             let id = ids.fetch_add(1, Ordering::Relaxed);
             history.lock().expect("history").invoke(id, key, Op::Read);
-            match perform(&client, &cluster.addrs, 1 + id % NODES, key, &Op::Read, Value::Null).await {
+            match perform(&client, &cluster.addrs, 1 + id % NODES, key, &Op::Read, Value::Null, false).await {
                 Outcome::Done(ret, note) => {
                     history.lock().expect("history").returned_noted(id, ret, note);
                     break;

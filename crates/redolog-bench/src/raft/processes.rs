@@ -186,14 +186,17 @@ pub async fn point(store: &str, dir: &Path, clients: usize, options: &ClusterOpt
         return Err(format!("init: {}", init.text().await.unwrap_or_default()).into());
     }
     let leader = leader(&http, &addrs).await?;
-    let url = format!("http://{}/api/write", addrs[&leader]);
+    // The service's own client: the clients' concurrent writes go to the
+    // leader in batches (`/api/writes`), as an application's would.
+    let client = redolog_kv::Client::new(addrs[&leader].to_string());
     let before = nodes.cpu()?;
+    let writer = client.clone();
     let mut point = drive(clients, options, &dir.join(format!("node-{leader}")), move |command: String| {
-        let (http, url) = (http.clone(), url.clone());
+        let client = writer.clone();
         async move {
             let (key, value) = command.split_once('=').unwrap_or((&command, ""));
-            let body = json!({"op": "set", "key": key, "value": value});
-            matches!(http.post(url).json(&body).send().await, Ok(response) if response.status().is_success())
+            let set = redolog_kv::Request::Set { key: key.to_string(), value: value.to_string() };
+            client.write(redolog_kv::Command { request: set, session: None }).await.is_ok()
         }
     })
     .await?;
@@ -203,11 +206,13 @@ pub async fn point(store: &str, dir: &Path, clients: usize, options: &ClusterOpt
         // leader's, the followers'.
         let per_write = |cpu: Duration| cpu.as_secs_f64() * 1e6 / point.calls.max(1) as f64;
         let followers: Duration = (1..=NODES).zip(&used).filter(|(id, _)| *id != leader).map(|(_, cpu)| *cpu).sum();
+        let stats = client.stats();
         println!(
-            "  CPU µs per write: clients {:.1}, leader {:.1}, followers {:.1}",
+            "  CPU µs per write: clients {:.1}, leader {:.1}, followers {:.1}; {:.1} writes per request",
             per_write(point.cpu),
             per_write(used[(leader - 1) as usize]),
-            per_write(followers)
+            per_write(followers),
+            stats.writes as f64 / stats.requests.max(1) as f64
         );
     }
     point.cpu += used.iter().sum::<Duration>();

@@ -1,0 +1,179 @@
+//! What the tests of node processes share: a fault-injecting proxy for a
+//! Raft link (the fault test puts one on every link), and three
+//! `redolog-kv` processes on loopback, every Raft link through such a
+//! proxy, started, initialized, and killed when dropped, on every path.
+
+// Each test binary compiles this module and uses a part of it.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// A directed link's faults: cut (connections refused, open ones closed),
+/// or every chunk of bytes held back this long.
+#[derive(Clone, Copy, Default)]
+pub struct Link {
+    pub cut: bool,
+    pub delay: Duration,
+}
+
+/// One directed link's proxy: forwards to its target, each chunk after the
+/// link's delay; when cut, refuses new connections and closes the open ones.
+pub async fn proxy(listener: TcpListener, target: SocketAddr, link: watch::Receiver<Link>) {
+    loop {
+        let Ok((inbound, _)) = listener.accept().await else { return };
+        if link.borrow().cut {
+            continue; // dropped: the caller sees the connection close
+        }
+        let (link, mut cut) = (link.clone(), link.clone());
+        tokio::spawn(async move {
+            let Ok(outbound) = TcpStream::connect(target).await else { return };
+            let ((from_caller, to_caller), (from_target, to_target)) = (inbound.into_split(), outbound.into_split());
+            tokio::select! {
+                _ = pump(from_caller, to_target, link.clone()) => {}
+                _ = pump(from_target, to_caller, link) => {}
+                _ = cut.wait_for(|link| link.cut) => {}
+            }
+        });
+    }
+}
+
+/// Copies `from` to `to`, holding each chunk for the link's delay.
+async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: watch::Receiver<Link>) {
+    let mut buffer = vec![0; 64 << 10];
+    loop {
+        let read = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => read,
+        };
+        let delay = link.borrow().delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        if to.write_all(&buffer[..read]).await.is_err() {
+            return;
+        }
+    }
+}
+
+pub const NODES: u64 = 3;
+
+pub struct Nodes {
+    dir: tempfile::TempDir,
+    pub addrs: BTreeMap<u64, SocketAddr>,
+    children: BTreeMap<u64, Child>,
+    /// Flags every node is started with.
+    flags: Vec<String>,
+    /// Per node, `--route` arguments to its peers' proxies.
+    routes: BTreeMap<u64, Vec<String>>,
+    /// Per directed link `(from, to)`, its faults.
+    links: BTreeMap<(u64, u64), watch::Sender<Link>>,
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for child in self.children.values_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Nodes {
+    /// Three nodes started with `flags`, the cluster initialized through
+    /// node 1.
+    pub async fn start(flags: &[&str]) -> Nodes {
+        let addrs: BTreeMap<u64, SocketAddr> = (1..=NODES)
+            .map(|id| (id, std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr")))
+            .collect();
+        let (mut routes, mut links) = (BTreeMap::<u64, Vec<String>>::new(), BTreeMap::new());
+        for from in 1..=NODES {
+            for to in (1..=NODES).filter(|&to| to != from) {
+                let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a proxy");
+                let at = listener.local_addr().expect("proxy addr");
+                let (faults, seen) = watch::channel(Link::default());
+                tokio::spawn(proxy(listener, addrs[&to], seen));
+                links.insert((from, to), faults);
+                routes.entry(from).or_default().push(format!("--route={to}={at}"));
+            }
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let flags = flags.iter().map(ToString::to_string).collect();
+        let mut nodes = Nodes { dir, addrs, children: BTreeMap::new(), flags, routes, links };
+        for id in 1..=NODES {
+            nodes.spawn(id).await;
+        }
+        let members: BTreeMap<String, String> =
+            nodes.addrs.iter().map(|(id, addr)| (id.to_string(), addr.to_string())).collect();
+        let init = reqwest::Client::new()
+            .post(format!("http://{}/cluster/init", nodes.addrs[&1]))
+            .json(&json!({"members": members}))
+            .send()
+            .await
+            .expect("init");
+        assert!(init.status().is_success(), "init: {}", init.text().await.unwrap_or_default());
+        nodes
+    }
+
+    /// Starts node `id` (again, on its directory) and waits until it serves.
+    pub async fn spawn(&mut self, id: u64) {
+        let child = Command::new(env!("CARGO_BIN_EXE_redolog-kv"))
+            .arg(format!("--id={id}"))
+            .arg(format!("--listen={}", self.addrs[&id]))
+            .arg(format!("--dir={}", self.dir.path().join(format!("node-{id}")).display()))
+            .args(&self.flags)
+            .args(&self.routes[&id])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start a node");
+        self.children.insert(id, child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(self.addrs[&id]).await.is_err() {
+            assert!(Instant::now() < deadline, "node {id} did not serve within 30 s");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Holds every message on the links from node `id` to the others (its
+    /// calls and their answers) back for `delay`.
+    pub fn slow_from(&self, id: u64, delay: Duration) {
+        for (_, faults) in self.links.iter().filter(|((from, _), _)| *from == id) {
+            faults.send_modify(|faults| faults.delay = delay);
+        }
+    }
+
+    /// SIGKILLs node `id`.
+    pub fn kill(&mut self, id: u64) {
+        if let Some(mut child) = self.children.remove(&id) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The node that is leader in its own eyes (30 s at most).
+    pub async fn leader(&self) -> u64 {
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            for (id, addr) in &self.addrs {
+                let metrics: Value = match http.get(format!("http://{addr}/cluster/metrics")).send().await {
+                    Ok(response) => response.json().await.unwrap_or_default(),
+                    Err(_) => continue,
+                };
+                if metrics["state"] == "Leader" {
+                    return *id;
+                }
+            }
+            assert!(Instant::now() < deadline, "no leader within 30 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
