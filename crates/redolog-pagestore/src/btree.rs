@@ -64,6 +64,7 @@ pub fn allocate(mtr: &mut Mtr<'_>) -> Result<PageNo> {
     }
     let bytes = (next + 1).to_le_bytes().to_vec();
     mtr.apply(Redo::Write { page: META_PAGE, offset: NEXT_FREE_OFFSET as u16, bytes })?;
+    mtr.allocated(next);
     Ok(next)
 }
 
@@ -126,25 +127,25 @@ impl BTree {
     /// mini-transaction. Take several trees' locks in tree order (checked
     /// in debug builds).
     pub fn shared(&self) -> Index<'_> {
-        let order = LockOrder::take(self.tree);
+        let order = LockOrder::take(self.tree, false);
         Index { tree: self, held: Held::Shared(self.lock.read()), _order: order }
     }
 
     /// [`shared`](Self::shared) if the lock is free of an exclusive holder now.
     pub fn try_shared(&self) -> Option<Index<'_>> {
-        let order = LockOrder::take(self.tree);
+        let order = LockOrder::take(self.tree, false);
         Some(Index { tree: self, held: Held::Shared(self.lock.try_read()?), _order: order })
     }
 
     /// The index lock exclusive: a change that may split pages.
     pub fn exclusive(&self) -> Index<'_> {
-        let order = LockOrder::take(self.tree);
+        let order = LockOrder::take(self.tree, true);
         Index { tree: self, held: Held::Exclusive(self.lock.write()), _order: order }
     }
 
     /// [`exclusive`](Self::exclusive) if nobody holds the lock now.
     pub fn try_exclusive(&self) -> Option<Index<'_>> {
-        let order = LockOrder::take(self.tree);
+        let order = LockOrder::take(self.tree, true);
         Some(Index { tree: self, held: Held::Exclusive(self.lock.try_write()?), _order: order })
     }
 
@@ -422,23 +423,32 @@ struct LockOrder {
 
 #[cfg(debug_assertions)]
 thread_local! {
-    static HELD: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The trees whose index lock this thread holds, and whether exclusive.
+    static HELD: std::cell::RefCell<Vec<(u32, bool)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether this thread holds tree `tree`'s index lock exclusive (debug
+/// builds: the page latch order in `mtr.rs` lets such a tree's pages be
+/// latched at any point).
+#[cfg(debug_assertions)]
+pub(crate) fn holds_exclusive(tree: u32) -> bool {
+    HELD.with(|held| held.borrow().contains(&(tree, true)))
 }
 
 impl LockOrder {
     #[cfg_attr(not(debug_assertions), allow(unused_variables))]
-    fn take(tree: u32) -> LockOrder {
+    fn take(tree: u32, exclusive: bool) -> LockOrder {
         #[cfg(debug_assertions)]
         HELD.with(|held| {
             let mut held = held.borrow_mut();
-            if let Some(&last) = held.iter().max() {
+            if let Some(&(last, _)) = held.iter().max() {
                 assert!(
                     tree > last,
                     "index lock of tree {tree} taken while holding tree {last}'s: index locks go in tree order \
                      (docs/PAGESTORE.md §8)"
                 );
             }
-            held.push(tree);
+            held.push((tree, exclusive));
         });
         LockOrder {
             #[cfg(debug_assertions)]
@@ -452,7 +462,7 @@ impl Drop for LockOrder {
         #[cfg(debug_assertions)]
         HELD.with(|held| {
             let mut held = held.borrow_mut();
-            if let Some(at) = held.iter().rposition(|&tree| tree == self.tree) {
+            if let Some(at) = held.iter().rposition(|&(tree, _)| tree == self.tree) {
                 held.remove(at);
             }
         });

@@ -224,3 +224,80 @@ fn ascending_inserts_leave_full_leaves_and_replay() {
         .collect();
     assert_eq!(ids, (0..300).collect::<Vec<_>>());
 }
+
+/// A tree of three leaves under a root (ascending inserts of 20 records:
+/// the root raised to page 1 over leaf 2, then leaves 3 and 4 split off
+/// to the right): the pages the latch order tests below latch by number.
+fn three_leaves(dir: &Path) -> Store {
+    let store = create(dir);
+    for id in 0..20 {
+        assert_eq!(insert(&store, id, 0), Outcome::Done);
+    }
+    let mut mtr = Mtr::new(&store.pool, &store.log);
+    assert_eq!(mtr.latch(1).expect("root").level(), 1, "page 1 is the root, one level up");
+    for leaf in 2..=4 {
+        assert_eq!(mtr.latch(leaf).expect("leaf").level(), 0, "page {leaf} is a leaf");
+    }
+    drop(mtr);
+    store
+}
+
+/// The page latch order (docs/PAGESTORE.md §8) as the debug check holds
+/// it: top-down and then in page order passes, and so does any order in a
+/// tree held exclusive.
+#[test]
+fn pages_in_latch_order_pass_the_check() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = three_leaves(dir.path());
+    {
+        let _shared = store.tree.shared();
+        let mut mtr = Mtr::new(&store.pool, &store.log);
+        for no in [1, 2, 4] {
+            mtr.latch(no).expect("latch");
+        }
+    }
+    let _exclusive = store.tree.exclusive();
+    let mut mtr = Mtr::new(&store.pool, &store.log);
+    for no in [4, 2, 0, 3, 1] {
+        mtr.latch(no).expect("latch");
+    }
+}
+
+/// InnoDB's sync-order check for page latches: two leaves of a tree held
+/// shared, latched against page order, is the order two statements could
+/// deadlock on — caught in debug builds whether or not they race.
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "page latch order: page 2 (tree 1, level 0) latched after page 3")]
+fn leaves_against_page_order_panic_in_debug_builds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = three_leaves(dir.path());
+    let _shared = store.tree.shared();
+    let mut mtr = Mtr::new(&store.pool, &store.log);
+    mtr.latch(3).expect("latch");
+    let _ = mtr.latch(2);
+}
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "page latch order: page 1 (tree 1, level 1) latched after page 2")]
+fn a_parent_after_its_child_panics_in_debug_builds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = three_leaves(dir.path());
+    let _shared = store.tree.shared();
+    let mut mtr = Mtr::new(&store.pool, &store.log);
+    mtr.latch(2).expect("latch");
+    let _ = mtr.latch(1);
+}
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "latched after the meta page or a new page 0")]
+fn a_shared_tree_page_after_the_meta_page_panics_in_debug_builds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = three_leaves(dir.path());
+    let _shared = store.tree.shared();
+    let mut mtr = Mtr::new(&store.pool, &store.log);
+    mtr.latch(0).expect("meta");
+    let _ = mtr.latch(2);
+}
