@@ -14,13 +14,12 @@
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::buffer_pool::BufferPool;
+use crate::latch_order::LockOrder;
 use crate::mtr::Mtr;
-use crate::page::{Page, PageKind, PageNo, HEADER_BYTES, NEXT_OFFSET};
+use crate::page::{Page, PageKind, PageNo, HEADER_BYTES, META_PAGE, NEXT_OFFSET};
 use crate::redo::Redo;
 use crate::{Error, Result};
 
-/// The meta page: where the next free page number is kept.
-pub const META_PAGE: PageNo = 0;
 const NEXT_FREE_OFFSET: usize = HEADER_BYTES;
 
 /// Bytes of a child pointer in an internal record.
@@ -408,64 +407,6 @@ impl Index<'_> {
     /// stays in the chain.
     pub fn delete(&self, mtr: &mut Mtr<'_>, pool: &BufferPool, key: &[u8]) -> Result<Outcome> {
         self.tree.delete(mtr, pool, key)
-    }
-}
-
-/// The index locks' order (docs/PAGESTORE.md §8, "Latch order"): a thread
-/// takes trees' locks in increasing tree number, so two statements never
-/// wait for each other's trees (InnoDB's sync-order check, `sync0debug`).
-/// Debug builds keep the trees a thread holds and panic on a lock taken out
-/// of order; release builds keep nothing.
-struct LockOrder {
-    #[cfg(debug_assertions)]
-    tree: u32,
-}
-
-#[cfg(debug_assertions)]
-thread_local! {
-    /// The trees whose index lock this thread holds, and whether exclusive.
-    static HELD: std::cell::RefCell<Vec<(u32, bool)>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Whether this thread holds tree `tree`'s index lock exclusive (debug
-/// builds: the page latch order in `mtr.rs` lets such a tree's pages be
-/// latched at any point).
-#[cfg(debug_assertions)]
-pub(crate) fn holds_exclusive(tree: u32) -> bool {
-    HELD.with(|held| held.borrow().contains(&(tree, true)))
-}
-
-impl LockOrder {
-    #[cfg_attr(not(debug_assertions), allow(unused_variables))]
-    fn take(tree: u32, exclusive: bool) -> LockOrder {
-        #[cfg(debug_assertions)]
-        HELD.with(|held| {
-            let mut held = held.borrow_mut();
-            if let Some(&(last, _)) = held.iter().max() {
-                assert!(
-                    tree > last,
-                    "index lock of tree {tree} taken while holding tree {last}'s: index locks go in tree order \
-                     (docs/PAGESTORE.md §8)"
-                );
-            }
-            held.push((tree, exclusive));
-        });
-        LockOrder {
-            #[cfg(debug_assertions)]
-            tree,
-        }
-    }
-}
-
-impl Drop for LockOrder {
-    fn drop(&mut self) {
-        #[cfg(debug_assertions)]
-        HELD.with(|held| {
-            let mut held = held.borrow_mut();
-            if let Some(at) = held.iter().rposition(|&(tree, _)| tree == self.tree) {
-                held.remove(at);
-            }
-        });
     }
 }
 

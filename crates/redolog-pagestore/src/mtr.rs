@@ -11,6 +11,8 @@ use parking_lot::{ArcRwLockWriteGuard, RawRwLock};
 use redolog::{Log, Lsn};
 
 use crate::buffer_pool::{BufferPool, Frame, FrameData};
+#[cfg(debug_assertions)]
+use crate::latch_order::LatchOrder;
 use crate::page::{Page, PageNo};
 use crate::redo::Redo;
 use crate::{Error, Result};
@@ -25,27 +27,6 @@ struct Latched {
     /// Where the latch stands in the latch order (debug builds).
     #[cfg(debug_assertions)]
     order: LatchOrder,
-}
-
-/// The page latch order (docs/PAGESTORE.md §8, "Latch order"), checked in
-/// debug builds on every latch a mini-transaction takes, as InnoDB's
-/// sync-order check (`sync0debug`) checks its latch levels. Pages of a tree
-/// whose index lock this thread holds exclusive, the meta page, and pages
-/// allocated in this mini-transaction can be latched at any point: no
-/// other thread can hold the first or the last, and the meta page is
-/// latched only by `allocate`, which runs under an exclusive index lock
-/// and then latches only pages of those two kinds. Every other page — a
-/// page of a tree held shared, which another statement may hold too —
-/// comes after every such page already held, in the order (tree, level
-/// from the top down, page number), and before the meta page and any new
-/// page: the order two statements could otherwise deadlock on.
-#[cfg(debug_assertions)]
-#[derive(Clone, Copy, Debug)]
-struct LatchOrder {
-    no: PageNo,
-    /// `(tree, top-down level, page)` for a page that others may latch;
-    /// `None` for the meta page, a new page, or a tree held exclusive.
-    shared: Option<(u32, std::cmp::Reverse<u8>, PageNo)>,
 }
 
 /// A mini-transaction: InnoDB's `mtr_t`.
@@ -70,39 +51,6 @@ impl<'a> Mtr<'a> {
         self.allocated.push(no);
     }
 
-    /// Checks the latch just taken on `page` against those held (the
-    /// order is [`LatchOrder`]'s) and returns its place in the order.
-    #[cfg(debug_assertions)]
-    fn check_order(&self, no: PageNo, page: &Page) -> LatchOrder {
-        let free =
-            no == crate::btree::META_PAGE || self.allocated.contains(&no) || crate::btree::holds_exclusive(page.tree());
-        let order = LatchOrder { no, shared: (!free).then(|| (page.tree(), std::cmp::Reverse(page.level()), no)) };
-        if let Some(key) = order.shared {
-            for held in self.latched.iter().map(|latched| latched.order) {
-                match held.shared {
-                    Some(before) => assert!(
-                        before < key,
-                        "page latch order: page {no} (tree {}, level {}) latched after page {} (tree {}, level {}) \
-                         of a tree held shared: pages go by tree, top-down, then in page order (docs/PAGESTORE.md §8)",
-                        key.0,
-                        key.1 .0,
-                        held.no,
-                        before.0,
-                        before.1 .0,
-                    ),
-                    None => assert!(
-                        held.no != crate::btree::META_PAGE && !self.allocated.contains(&held.no),
-                        "page latch order: page {no} of tree {} (held shared) latched after the meta page or a \
-                         new page {}: those come last (docs/PAGESTORE.md §8)",
-                        key.0,
-                        held.no,
-                    ),
-                }
-            }
-        }
-        order
-    }
-
     /// X-latches page `no` (reading it into the pool if needed) and returns
     /// it. Latching a page twice returns it again.
     pub fn latch(&mut self, no: PageNo) -> Result<&Page> {
@@ -113,7 +61,8 @@ impl<'a> Mtr<'a> {
         let latch = frame.latch();
         let guard = self.pool.waits.page_latch.take(|| latch.try_write_arc(), || latch.write_arc());
         #[cfg(debug_assertions)]
-        let order = self.check_order(no, &guard.page);
+        let order =
+            LatchOrder::check(no, &guard.page, &self.allocated, self.latched.iter().map(|latched| latched.order));
         self.latched.push(Latched {
             frame,
             guard,

@@ -8,6 +8,10 @@ use redolog::Lsn;
 /// A page's number: its offset in the data file divided by [`PAGE_BYTES`].
 pub type PageNo = u32;
 
+/// The meta page: where the next free page number and the tables' roots
+/// are kept.
+pub const META_PAGE: PageNo = 0;
+
 /// Bytes per page (InnoDB's default `innodb_page_size`).
 pub const PAGE_BYTES: usize = 16 * 1024;
 

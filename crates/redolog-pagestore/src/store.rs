@@ -8,12 +8,12 @@ use redolog::storage::{FsStorage, Storage};
 use redolog::{Durability, Log, Lsn};
 
 use crate::background::Background;
-use crate::btree::{format_meta, BTree, META_PAGE};
+use crate::btree::{format_meta, BTree};
 use crate::buffer_pool::BufferPool;
 use crate::datafile::DataFile;
 use crate::engine::{Engine, FreeCheck};
 use crate::mtr::Mtr;
-use crate::page::{PageKind, HEADER_BYTES, PAGE_BYTES};
+use crate::page::{PageKind, HEADER_BYTES, META_PAGE, PAGE_BYTES};
 use crate::recovery::{replay, Replayed};
 use crate::redo::Redo;
 use crate::stats::EngineStats;

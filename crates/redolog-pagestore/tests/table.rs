@@ -134,6 +134,10 @@ fn acknowledged_statements_survive_a_crash_with_both_indexes_agreeing() {
 /// stalling, and the rows must survive a crash after it. (With the cleaners
 /// running, whether a statement ever reached the free check depended on the
 /// cleaners losing a race.)
+/// How long the statements of the free-check test may take in all (they
+/// take seconds in a debug build).
+const STALL_BOUND: std::time::Duration = std::time::Duration::from_secs(120);
+
 #[test]
 fn a_small_log_fills_and_the_free_check_makes_room() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -145,19 +149,37 @@ fn a_small_log_fills_and_the_free_check_makes_room() {
     for id in 0..PRELOADED {
         store.table(0).insert(&row(id, id % 50, 0)).expect("load");
     }
-    std::thread::scope(|scope| {
-        for thread in 0..THREADS {
-            let store = &store;
-            scope.spawn(move || {
+    // Threads of their own, not scoped, and a bound on the wait: a free
+    // check that makes no room leaves the statements waiting for log space
+    // for ever, and the test must fail then, not hang.
+    let store = std::sync::Arc::new(store);
+    let (done, finished) = std::sync::mpsc::channel();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|thread| {
+            let (store, done) = (store.clone(), done.clone());
+            std::thread::spawn(move || {
                 for round in 0..2500u64 {
                     let id = (round * 13 + thread) % PRELOADED;
                     let c = [(round % 200) as u8 + thread as u8; C_BYTES];
                     let (outcome, _) = store.table(0).update_c(id - id % THREADS + thread, &c).expect("update");
                     assert_eq!(outcome, Outcome::Done);
                 }
-            });
+                let _ = done.send(thread);
+            })
+        })
+        .collect();
+    drop(done);
+    let deadline = std::time::Instant::now() + STALL_BOUND;
+    for _ in 0..THREADS {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(left) {
+            panic!("the statements stalled for {STALL_BOUND:?}: the free check made no room ({:?})", store.stats());
         }
-    });
+    }
+    for worker in workers {
+        worker.join().expect("a statement thread failed");
+    }
+    let Ok(store) = std::sync::Arc::try_unwrap(store) else { unreachable!("every statement thread has ended") };
     let stats = store.stats();
     assert!(stats.free_check_waits > 0 && stats.checkpoints > 0, "{stats:?}");
     assert!(stats.checkpoint_age < options.log.capacity_bytes, "{stats:?}");
