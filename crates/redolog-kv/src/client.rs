@@ -13,7 +13,9 @@
 //! Each write keeps its own answer: its log position, or why it failed. A
 //! write a follower refuses ("not leader") was never proposed, so the client
 //! sends it again to the leader that follower names, and sends later
-//! batches there too.
+//! batches there too. A client that knows several nodes
+//! ([`Client::with_fallbacks`]) moves on to the next when the one it sends
+//! to refuses the connection, does not answer in time, or knows no leader.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -117,6 +119,9 @@ struct Shared {
     http: reqwest::Client,
     /// The node batches go to: the one given, then the leader named.
     addr: Mutex<String>,
+    /// Every node the client knows: where it turns when the node it sends
+    /// to is down, or knows no leader.
+    nodes: Vec<String>,
     in_flight: Arc<Semaphore>,
     requests: AtomicU64,
     writes: AtomicU64,
@@ -147,10 +152,22 @@ impl Client {
     /// that node names. Call it within a Tokio runtime: the client's task,
     /// which sends the batches, runs there until every clone is dropped.
     pub fn new(addr: impl Into<String>) -> Client {
+        Client::with_fallbacks(addr, std::iter::empty::<String>())
+    }
+
+    /// A client of the node at `addr` that also knows `others`: when the
+    /// node it sends to refuses the connection, does not answer in time,
+    /// or knows no leader, later batches go to the next node it knows (a
+    /// write refused as "not leader" goes there at once: it was never
+    /// proposed).
+    pub fn with_fallbacks(addr: impl Into<String>, others: impl IntoIterator<Item = impl Into<String>>) -> Client {
+        let addr = addr.into();
+        let nodes = std::iter::once(addr.clone()).chain(others.into_iter().map(Into::into)).collect();
         let http = reqwest::Client::builder().timeout(REQUEST_TIMEOUT).build().unwrap_or_default();
         let shared = Arc::new(Shared {
             http,
-            addr: Mutex::new(addr.into()),
+            addr: Mutex::new(addr),
+            nodes,
             in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
             requests: AtomicU64::new(0),
             writes: AtomicU64::new(0),
@@ -173,6 +190,26 @@ impl Client {
         ClientStats {
             requests: self.shared.requests.load(Ordering::Relaxed),
             writes: self.shared.writes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Shared {
+    /// Later batches go to `to` — or, `None`, to the node after `from` in
+    /// the list — unless a batch since has moved them from `from` already.
+    /// Whether they go elsewhere now.
+    fn move_on(&self, from: &str, to: Option<String>) -> bool {
+        let next = to.or_else(|| {
+            let at = self.nodes.iter().position(|node| node == from)?;
+            Some(self.nodes[(at + 1) % self.nodes.len()].clone()).filter(|next| next != from)
+        });
+        let mut current = self.addr.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match next {
+            Some(next) if current.as_str() == from => {
+                *current = next;
+                true
+            }
+            _ => current.as_str() != from,
         }
     }
 }
@@ -248,12 +285,21 @@ async fn send(
             let message = format!("{} answers for {} writes", answers.len(), batch.len());
             fail_all(batch, || ClientError::Refused { addr: addr.clone(), status: 200, message: message.clone() });
         }
-        Ok(Err((504, _))) => fail_all(batch, || ClientError::Timeout { addr: addr.clone() }),
+        Ok(Err((504, _))) => {
+            shared.move_on(&addr, None);
+            fail_all(batch, || ClientError::Timeout { addr: addr.clone() });
+        }
         Ok(Err((status, message))) => {
             fail_all(batch, || ClientError::Refused { addr: addr.clone(), status, message: message.clone() })
         }
-        Err(error) if error.is_timeout() => fail_all(batch, || ClientError::Timeout { addr: addr.clone() }),
+        Err(error) if error.is_timeout() => {
+            shared.move_on(&addr, None);
+            fail_all(batch, || ClientError::Timeout { addr: addr.clone() });
+        }
         Err(error) => {
+            if error.is_connect() {
+                shared.move_on(&addr, None);
+            }
             let source = Arc::new(error);
             fail_all(batch, || ClientError::Network { addr: addr.clone(), source: source.clone() });
         }
@@ -275,16 +321,12 @@ fn answered(shared: &Shared, addr: &str, queue: &mpsc::WeakUnboundedSender<Pendi
         }
         Answer { status: Some(503), leader, .. } => {
             let named = leader.as_ref().and_then(|leader| leader.addr.clone()).filter(|named| named != addr);
-            match (named, queue.upgrade()) {
-                (Some(named), Some(queue)) if pending.hops < MAX_HOPS => {
-                    {
-                        let mut current = shared.addr.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                        // Only the node this batch went to is replaced: a
-                        // later batch may already have learnt a newer leader.
-                        if current.as_str() == addr {
-                            *current = named;
-                        }
-                    }
+            // Only the node this batch went to is replaced: a later batch
+            // may already have learnt a newer leader. With no leader named,
+            // the next node known.
+            let elsewhere = pending.hops < MAX_HOPS && shared.move_on(addr, named);
+            match queue.upgrade() {
+                Some(queue) if elsewhere => {
                     let again = Pending { hops: pending.hops + 1, ..pending };
                     if let Err(mpsc::error::SendError(again)) = queue.send(again) {
                         let _ = again.answer.send(Err(ClientError::Closed));

@@ -88,3 +88,16 @@ async fn a_client_without_a_node_says_nothing_was_applied() {
     assert!(!error.may_have_applied(), "a refused connection applied nothing: {error}");
     assert!(error.to_string().contains(&unused.to_string()), "the error names the node: {error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_moves_on_from_a_dead_node() {
+    let nodes = Nodes::start(&[]).await;
+    let leader = nodes.leader().await;
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
+    let others = nodes.addrs.values().map(ToString::to_string);
+    let client = Client::with_fallbacks(dead.to_string(), others);
+    let error = client.write(set("a", "1")).await.expect_err("the first node is dead");
+    assert!(matches!(error, ClientError::Network { .. }) && !error.may_have_applied(), "{error}");
+    let written = client.write(set("a", "2")).await.expect("the next node known, then the leader it names");
+    assert_eq!(written.node, leader);
+}

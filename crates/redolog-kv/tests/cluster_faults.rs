@@ -4,8 +4,9 @@
 //! Method: five `redolog-kv` processes on loopback, every Raft link
 //! through a proxy in this process that the nemesis can cut; client tasks
 //! issue reads (to any node: a follower redirects to the leader), writes
-//! and compare-and-sets (alone, or as a batch of one: both write paths) on
-//! three keys and record the history; the nemesis
+//! and compare-and-sets (alone, as a batch of one, or through the service's
+//! batching `Client`, which all the tasks share: every write path) on three
+//! keys and record the history; the nemesis
 //! cycles through SIGKILL and restart of a node, SIGSTOP of the leader, a
 //! majority/minority partition, a bridge and a node's slowed links. Afterwards every fault is
 //! healed, every node must converge to the same map, a final read of each
@@ -274,6 +275,33 @@ async fn perform(
     Outcome::Failed
 }
 
+/// Sends a write or compare-and-set through the service's batching
+/// `Client`, which every client task shares (so batches carry several
+/// tasks' writes) and which follows the leader and moves on from a dead
+/// node by itself.
+async fn perform_batched(writer: &redolog_kv::Client, key: &str, op: &Op, session: redolog_kv::Session) -> Outcome {
+    use redolog_kv::{Command, Request};
+    let request = match op {
+        Op::Read => unreachable!("reads go over HTTP"),
+        Op::Write(value) => Request::Set { key: key.to_string(), value: value.clone() },
+        Op::Cas { expected, new } => {
+            Request::Cas { key: key.to_string(), expected: expected.clone(), new: new.clone() }
+        }
+    };
+    match writer.write(Command { request, session: Some(session) }).await {
+        Ok(written) => {
+            let note = format!(
+                "through the client, written by node {} at {}: {:?}",
+                written.node, written.log_id, written.response
+            );
+            let ret = if matches!(op, Op::Cas { .. }) { Ret::Cas(written.response.applied) } else { Ret::Written };
+            Outcome::Done(ret, note)
+        }
+        Err(error) if error.may_have_applied() => Outcome::Unknown,
+        Err(_) => Outcome::Failed,
+    }
+}
+
 /// One client task: operations on random keys until `deadline`, each
 /// recorded in `history`. Writes are numbered in the client's session
 /// (docs/RAFT.md, "Client sessions"): one whose outcome is unknown is sent
@@ -284,6 +312,7 @@ async fn perform(
 /// the client takes a new id.
 async fn client_loop(
     addrs: BTreeMap<u64, SocketAddr>,
+    writer: redolog_kv::Client,
     history: Arc<Mutex<History>>,
     ids: Arc<AtomicU64>,
     deadline: Instant,
@@ -310,7 +339,13 @@ async fn client_loop(
             // Reads go to any node (a follower redirects to the leader
             // unless it serves unsafe reads); writes start at a random node.
             let at = 1 + rng.u64(..NODES);
-            match perform(&client, &addrs, at, key, &op, session.clone(), rng.bool()).await {
+            let outcome = match rng.u8(..3) {
+                0 if op != Op::Read => {
+                    perform_batched(&writer, key, &op, redolog_kv::Session { client: id, seq }).await
+                }
+                path => perform(&client, &addrs, at, key, &op, session.clone(), path == 1).await,
+            };
+            match outcome {
                 Outcome::Done(ret, note) => {
                     history.lock().expect("history").returned_noted(id, ret, note);
                     break;
@@ -434,8 +469,13 @@ async fn run(seconds: u64, unsafe_reads: bool, seed: u64) -> Result<(), String> 
     let history = Arc::new(Mutex::new(History::default()));
     let ids = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut nodes = cluster.addrs.values().map(ToString::to_string);
+    let writer = redolog_kv::Client::with_fallbacks(nodes.next().expect("nodes"), nodes);
     let clients: Vec<_> = (0..CLIENTS)
-        .map(|n| tokio::spawn(client_loop(cluster.addrs.clone(), history.clone(), ids.clone(), deadline, seed + n)))
+        .map(|n| {
+            let writer = writer.clone();
+            tokio::spawn(client_loop(cluster.addrs.clone(), writer, history.clone(), ids.clone(), deadline, seed + n))
+        })
         .collect();
     let faults = nemesis(&mut cluster, deadline, seed).await;
     for client in clients {
