@@ -10,7 +10,7 @@ mod common;
 use redolog_kv::{Client, ClientError, Command, Request, Session};
 use serde_json::Value;
 
-use common::{Nodes, NODES};
+use common::Nodes;
 
 fn set(key: &str, value: &str) -> Command {
     Command { request: Request::Set { key: key.into(), value: value.into() }, session: None }
@@ -19,9 +19,9 @@ fn set(key: &str, value: &str) -> Command {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_batches_concurrent_writes_and_follows_the_leader() {
     const WRITES: usize = 300;
-    let nodes = Nodes::start(&[]).await;
+    let nodes = Nodes::start(3, &[]).await;
     let leader = nodes.leader().await;
-    let follower = (1..=NODES).find(|id| *id != leader).expect("a follower");
+    let follower = (1..=3).find(|id| *id != leader).expect("a follower");
     let client = Client::new(nodes.addrs[&follower].to_string());
     let tasks: Vec<_> = (0..WRITES)
         .map(|n| {
@@ -91,7 +91,7 @@ async fn a_client_without_a_node_says_nothing_was_applied() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_moves_on_from_a_dead_node() {
-    let nodes = Nodes::start(&[]).await;
+    let nodes = Nodes::start(3, &[]).await;
     let leader = nodes.leader().await;
     let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
     let others = nodes.addrs.values().map(ToString::to_string);

@@ -24,167 +24,28 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use checker::{History, Op, Ret};
-use common::{proxy, Link};
+use common::Nodes;
 use serde_json::{json, Value};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 
 const NODES: u64 = 5;
 const KEYS: [&str; 3] = ["a", "b", "c"];
 const CLIENTS: u64 = 4;
 
-/// The node program: cargo builds the package's binary before its
-/// integration tests.
-fn node_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_redolog-kv"))
-}
-
-/// A free loopback port (bound, read, released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
-
-/// The five node processes, their proxies, and how to fault them. Dropping
-/// it kills every process (after waking a paused one): no process outlives
-/// the test, on any path.
-struct Cluster {
-    dir: tempfile::TempDir,
-    unsafe_reads: bool,
-    addrs: BTreeMap<u64, SocketAddr>,
-    /// Per node, `--route` arguments to its peers' proxies.
-    routes: BTreeMap<u64, Vec<String>>,
-    /// Per directed link `(from, to)`, its faults.
-    links: BTreeMap<(u64, u64), watch::Sender<Link>>,
-    children: BTreeMap<u64, Child>,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for child in self.children.values_mut() {
-            let pid = rustix::process::Pid::from_raw(child.id() as i32);
-            if let Some(pid) = pid {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+/// The leader some node names, if any.
+async fn named_leader(cluster: &Nodes, client: &reqwest::Client) -> Option<u64> {
+    for addr in cluster.addrs.values() {
+        let Ok(response) = client.get(format!("http://{addr}/cluster/metrics")).send().await else { continue };
+        let Ok(metrics) = response.json::<Value>().await else { continue };
+        if let Some(leader) = metrics["current_leader"].as_u64() {
+            return Some(leader);
         }
     }
-}
-
-impl Cluster {
-    async fn start(unsafe_reads: bool) -> Cluster {
-        let addrs: BTreeMap<u64, SocketAddr> =
-            (1..=NODES).map(|id| (id, SocketAddr::from(([127, 0, 0, 1], free_port())))).collect();
-        let mut routes: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-        let mut links = BTreeMap::new();
-        for from in 1..=NODES {
-            for to in (1..=NODES).filter(|&to| to != from) {
-                let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a proxy");
-                let at = listener.local_addr().expect("proxy addr");
-                let (faults, seen) = watch::channel(Link::default());
-                tokio::spawn(proxy(listener, addrs[&to], seen));
-                links.insert((from, to), faults);
-                routes.entry(from).or_default().push(format!("--route={to}={at}"));
-            }
-        }
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut cluster = Cluster { dir, unsafe_reads, addrs, routes, links, children: BTreeMap::new() };
-        for id in 1..=NODES {
-            cluster.spawn(id).await;
-        }
-        let members: BTreeMap<String, String> =
-            cluster.addrs.iter().map(|(id, addr)| (id.to_string(), addr.to_string())).collect();
-        let client = reqwest::Client::new();
-        let init = client
-            .post(format!("http://{}/cluster/init", cluster.addrs[&1]))
-            .json(&json!({ "members": members }))
-            .send()
-            .await
-            .expect("init");
-        assert!(init.status().is_success(), "init: {}", init.text().await.unwrap_or_default());
-        cluster
-    }
-
-    /// Starts node `id` (again) and waits until it serves.
-    async fn spawn(&mut self, id: u64) {
-        let mut command = Command::new(node_binary());
-        command
-            .arg(format!("--id={id}"))
-            .arg(format!("--listen={}", self.addrs[&id]))
-            .arg(format!("--dir={}", self.dir.path().join(format!("node-{id}")).display()))
-            .args(["--snapshot-every=200", "--keep-logs=100"])
-            .args(&self.routes[&id])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if self.unsafe_reads {
-            command.arg("--unsafe-reads");
-        }
-        self.children.insert(id, command.spawn().expect("start a node"));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(self.addrs[&id]).await.is_err() {
-            assert!(Instant::now() < deadline, "node {id} did not serve within 30 s");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn signal(&self, id: u64, signal: rustix::process::Signal) {
-        let child = &self.children[&id];
-        if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
-            let _ = rustix::process::kill_process(pid, signal);
-        }
-    }
-
-    fn kill(&mut self, id: u64) {
-        if let Some(mut child) = self.children.remove(&id) {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Cuts every link between `a` and `b` (both directions), or heals it.
-    fn cut_between(&self, a: &[u64], b: &[u64], cut: bool) {
-        for &x in a {
-            for &y in b {
-                for link in [(x, y), (y, x)] {
-                    if let Some(faults) = self.links.get(&link) {
-                        faults.send_modify(|faults| faults.cut = cut);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Delays every link to and from `id`.
-    fn slow(&self, id: u64, delay: Duration) {
-        for (_, faults) in self.links.iter().filter(|((from, to), _)| *from == id || *to == id) {
-            faults.send_modify(|faults| faults.delay = delay);
-        }
-    }
-
-    fn heal(&self) {
-        for faults in self.links.values() {
-            faults.send_replace(Link::default());
-        }
-    }
-
-    /// The leader some node names, if any.
-    async fn leader(&self, client: &reqwest::Client) -> Option<u64> {
-        for addr in self.addrs.values() {
-            let Ok(response) = client.get(format!("http://{addr}/cluster/metrics")).send().await else { continue };
-            let Ok(metrics) = response.json::<Value>().await else { continue };
-            if let Some(leader) = metrics["current_leader"].as_u64() {
-                return Some(leader);
-            }
-        }
-        None
-    }
+    None
 }
 
 /// How an operation ended.
@@ -385,7 +246,7 @@ fn history_value(history: &Mutex<History>, key: &str) -> Option<String> {
 /// restarted, the leader paused, a majority/minority partition, a bridge,
 /// a node's links slowed (sometimes past the election timeout) — each held
 /// for a second or two, then healed.
-async fn nemesis(cluster: &mut Cluster, deadline: Instant, seed: u64) -> Vec<String> {
+async fn nemesis(cluster: &mut Nodes, deadline: Instant, seed: u64) -> Vec<String> {
     let client = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().expect("client");
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut done = Vec::new();
@@ -395,14 +256,14 @@ async fn nemesis(cluster: &mut Cluster, deadline: Instant, seed: u64) -> Vec<Str
         let hold = Duration::from_millis(rng.u64(1000..2500));
         match step % 5 {
             0 => {
-                let id = cluster.leader(&client).await.filter(|_| rng.bool()).unwrap_or(1 + rng.u64(..NODES));
+                let id = named_leader(cluster, &client).await.filter(|_| rng.bool()).unwrap_or(1 + rng.u64(..NODES));
                 cluster.kill(id);
                 tokio::time::sleep(hold).await;
                 cluster.spawn(id).await;
                 done.push(format!("kill {id}"));
             }
             1 => {
-                let id = cluster.leader(&client).await.unwrap_or(1 + rng.u64(..NODES));
+                let id = named_leader(cluster, &client).await.unwrap_or(1 + rng.u64(..NODES));
                 cluster.signal(id, rustix::process::Signal::STOP);
                 tokio::time::sleep(hold).await;
                 cluster.signal(id, rustix::process::Signal::CONT);
@@ -418,7 +279,7 @@ async fn nemesis(cluster: &mut Cluster, deadline: Instant, seed: u64) -> Vec<Str
                 done.push(format!("partition {minority:?} | {majority:?}"));
             }
             3 => {
-                let id = cluster.leader(&client).await.filter(|_| rng.bool()).unwrap_or(1 + rng.u64(..NODES));
+                let id = named_leader(cluster, &client).await.filter(|_| rng.bool()).unwrap_or(1 + rng.u64(..NODES));
                 let delay = Duration::from_millis(rng.u64(20..800));
                 cluster.slow(id, delay);
                 tokio::time::sleep(hold).await;
@@ -441,7 +302,7 @@ async fn nemesis(cluster: &mut Cluster, deadline: Instant, seed: u64) -> Vec<Str
 }
 
 /// Waits until every node's map is the same; returns it.
-async fn converged(cluster: &Cluster) -> Result<Value, String> {
+async fn converged(cluster: &Nodes) -> Result<Value, String> {
     let client = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().expect("client");
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last = Vec::new();
@@ -465,7 +326,13 @@ async fn converged(cluster: &Cluster) -> Result<Value, String> {
 /// One run: the cluster, the clients and the nemesis for `seconds`, then
 /// the checks. The history's verdict, or why the run itself failed.
 async fn run(seconds: u64, unsafe_reads: bool, seed: u64) -> Result<(), String> {
-    let mut cluster = Cluster::start(unsafe_reads).await;
+    // Snapshots often, so restarted and partitioned nodes catch up by
+    // snapshot too.
+    let mut flags = vec!["--snapshot-every=200", "--keep-logs=100"];
+    if unsafe_reads {
+        flags.push("--unsafe-reads");
+    }
+    let mut cluster = Nodes::start(NODES, &flags).await;
     let history = Arc::new(Mutex::new(History::default()));
     let ids = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(seconds);

@@ -57,7 +57,7 @@ async fn read(http: &reqwest::Client, addrs: &BTreeMap<u64, SocketAddr>, mut at:
 /// The scenario once: the value last acknowledged, and the value the
 /// restarted leader's read returned.
 async fn restart_the_leader_after_acknowledged_writes(flags: &[&str]) -> (String, Option<String>) {
-    let mut nodes = Nodes::start(flags).await;
+    let mut nodes = Nodes::start(3, flags).await;
     let leader = nodes.leader().await;
     let http = reqwest::Client::builder().timeout(Duration::from_secs(8)).build().expect("client");
     let url = format!("http://{}/api/write", nodes.addrs[&leader]);

@@ -242,20 +242,26 @@ fn three_leaves(dir: &Path) -> Store {
     store
 }
 
+/// Latches `pages` in this order in one mini-transaction of a
+/// `three_leaves` tree, its index lock held shared.
+fn latch_shared(pages: &[u32]) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = three_leaves(dir.path());
+    let _shared = store.tree.shared();
+    let mut mtr = Mtr::new(&store.pool, &store.log);
+    for &no in pages {
+        mtr.latch(no).expect("latch");
+    }
+}
+
 /// The page latch order (docs/PAGESTORE.md §8) as the debug check holds
 /// it: top-down and then in page order passes, and so does any order in a
 /// tree held exclusive.
 #[test]
 fn pages_in_latch_order_pass_the_check() {
+    latch_shared(&[1, 2, 4]);
     let dir = tempfile::tempdir().expect("tempdir");
     let store = three_leaves(dir.path());
-    {
-        let _shared = store.tree.shared();
-        let mut mtr = Mtr::new(&store.pool, &store.log);
-        for no in [1, 2, 4] {
-            mtr.latch(no).expect("latch");
-        }
-    }
     let _exclusive = store.tree.exclusive();
     let mut mtr = Mtr::new(&store.pool, &store.log);
     for no in [4, 2, 0, 3, 1] {
@@ -270,34 +276,19 @@ fn pages_in_latch_order_pass_the_check() {
 #[cfg(debug_assertions)]
 #[should_panic(expected = "page latch order: page 2 (tree 1, level 0) latched after page 3")]
 fn leaves_against_page_order_panic_in_debug_builds() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = three_leaves(dir.path());
-    let _shared = store.tree.shared();
-    let mut mtr = Mtr::new(&store.pool, &store.log);
-    mtr.latch(3).expect("latch");
-    let _ = mtr.latch(2);
+    latch_shared(&[3, 2]);
 }
 
 #[test]
 #[cfg(debug_assertions)]
 #[should_panic(expected = "page latch order: page 1 (tree 1, level 1) latched after page 2")]
 fn a_parent_after_its_child_panics_in_debug_builds() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = three_leaves(dir.path());
-    let _shared = store.tree.shared();
-    let mut mtr = Mtr::new(&store.pool, &store.log);
-    mtr.latch(2).expect("latch");
-    let _ = mtr.latch(1);
+    latch_shared(&[2, 1]);
 }
 
 #[test]
 #[cfg(debug_assertions)]
 #[should_panic(expected = "latched after the meta page or a new page 0")]
 fn a_shared_tree_page_after_the_meta_page_panics_in_debug_builds() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = three_leaves(dir.path());
-    let _shared = store.tree.shared();
-    let mut mtr = Mtr::new(&store.pool, &store.log);
-    mtr.latch(0).expect("meta");
-    let _ = mtr.latch(2);
+    latch_shared(&[0, 2]);
 }

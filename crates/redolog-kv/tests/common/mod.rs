@@ -1,7 +1,7 @@
-//! What the tests of node processes share: a fault-injecting proxy for a
-//! Raft link (the fault test puts one on every link), and three
-//! `redolog-kv` processes on loopback, every Raft link through such a
-//! proxy, started, initialized, and killed when dropped, on every path.
+//! What the tests of node processes share: `redolog-kv` processes on
+//! loopback, every Raft link through a fault-injecting proxy in the test's
+//! process (cut or delayed on command), started, initialized, and killed
+//! when dropped, on every path.
 
 // Each test binary compiles this module and uses a part of it.
 #![allow(dead_code)]
@@ -64,8 +64,6 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: watch::Rece
     }
 }
 
-pub const NODES: u64 = 3;
-
 pub struct Nodes {
     dir: tempfile::TempDir,
     pub addrs: BTreeMap<u64, SocketAddr>,
@@ -79,8 +77,12 @@ pub struct Nodes {
 }
 
 impl Drop for Nodes {
+    /// Kills every node, after waking a paused one.
     fn drop(&mut self) {
         for child in self.children.values_mut() {
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
+            }
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -88,15 +90,15 @@ impl Drop for Nodes {
 }
 
 impl Nodes {
-    /// Three nodes started with `flags`, the cluster initialized through
-    /// node 1.
-    pub async fn start(flags: &[&str]) -> Nodes {
-        let addrs: BTreeMap<u64, SocketAddr> = (1..=NODES)
+    /// `count` nodes started with `flags`, every Raft link through a
+    /// proxy, the cluster initialized through node 1.
+    pub async fn start(count: u64, flags: &[&str]) -> Nodes {
+        let addrs: BTreeMap<u64, SocketAddr> = (1..=count)
             .map(|id| (id, std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr")))
             .collect();
         let (mut routes, mut links) = (BTreeMap::<u64, Vec<String>>::new(), BTreeMap::new());
-        for from in 1..=NODES {
-            for to in (1..=NODES).filter(|&to| to != from) {
+        for from in 1..=count {
+            for to in (1..=count).filter(|&to| to != from) {
                 let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a proxy");
                 let at = listener.local_addr().expect("proxy addr");
                 let (faults, seen) = watch::channel(Link::default());
@@ -108,7 +110,7 @@ impl Nodes {
         let dir = tempfile::tempdir().expect("tempdir");
         let flags = flags.iter().map(ToString::to_string).collect();
         let mut nodes = Nodes { dir, addrs, children: BTreeMap::new(), flags, routes, links };
-        for id in 1..=NODES {
+        for id in 1..=count {
             nodes.spawn(id).await;
         }
         let members: BTreeMap<String, String> =
@@ -132,6 +134,7 @@ impl Nodes {
             .args(&self.flags)
             .args(&self.routes[&id])
             .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
             .expect("start a node");
         self.children.insert(id, child);
@@ -147,6 +150,40 @@ impl Nodes {
     pub fn slow_from(&self, id: u64, delay: Duration) {
         for (_, faults) in self.links.iter().filter(|((from, _), _)| *from == id) {
             faults.send_modify(|faults| faults.delay = delay);
+        }
+    }
+
+    /// Delays every link to and from `id`.
+    pub fn slow(&self, id: u64, delay: Duration) {
+        for (_, faults) in self.links.iter().filter(|((from, to), _)| *from == id || *to == id) {
+            faults.send_modify(|faults| faults.delay = delay);
+        }
+    }
+
+    /// Cuts every link between `a` and `b` (both directions), or heals it.
+    pub fn cut_between(&self, a: &[u64], b: &[u64], cut: bool) {
+        for &x in a {
+            for &y in b {
+                for link in [(x, y), (y, x)] {
+                    if let Some(faults) = self.links.get(&link) {
+                        faults.send_modify(|faults| faults.cut = cut);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every link back to no fault.
+    pub fn heal(&self) {
+        for faults in self.links.values() {
+            faults.send_replace(Link::default());
+        }
+    }
+
+    /// Sends `signal` to node `id` (SIGSTOP, SIGCONT).
+    pub fn signal(&self, id: u64, signal: rustix::process::Signal) {
+        if let Some(pid) = self.children.get(&id).and_then(|child| rustix::process::Pid::from_raw(child.id() as i32)) {
+            let _ = rustix::process::kill_process(pid, signal);
         }
     }
 
