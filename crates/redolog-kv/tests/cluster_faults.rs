@@ -349,7 +349,10 @@ async fn run(seconds: u64, unsafe_reads: bool, seed: u64) -> Result<(), String> 
         client.await.map_err(|error| format!("a client panicked: {error}"))?;
     }
     cluster.heal();
-    let final_map = converged(&cluster).await?;
+    let final_map = match converged(&cluster).await {
+        Ok(map) => map,
+        Err(diverged) => return Err(format!("{diverged}\n{}", cluster.report())),
+    };
     // A final read of every key, after everything else: an acknowledged
     // write lost by the cluster fails the check here.
     let client = reqwest::Client::builder().timeout(Duration::from_secs(8)).build().expect("client");

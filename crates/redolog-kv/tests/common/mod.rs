@@ -134,7 +134,7 @@ impl Nodes {
             .args(&self.flags)
             .args(&self.routes[&id])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(self.stderr(id))
             .spawn()
             .expect("start a node");
         self.children.insert(id, child);
@@ -185,6 +185,44 @@ impl Nodes {
         if let Some(pid) = self.children.get(&id).and_then(|child| rustix::process::Pid::from_raw(child.id() as i32)) {
             let _ = rustix::process::kill_process(pid, signal);
         }
+    }
+
+    /// Node `id`'s standard error, kept across its restarts for
+    /// [`report`](Self::report).
+    fn stderr(&self, id: u64) -> Stdio {
+        let path = self.dir.path().join(format!("node-{id}.stderr"));
+        match std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            Ok(file) => Stdio::from(file),
+            Err(_) => Stdio::null(),
+        }
+    }
+
+    /// What each node process is doing — running (and its state in
+    /// /proc: `T` is stopped), exited (how), or not running — and the end
+    /// of its standard error: what a failed check prints about the nodes.
+    pub fn report(&mut self) -> String {
+        let mut report = String::new();
+        for id in self.addrs.keys().copied().collect::<Vec<_>>() {
+            let status = match self.children.get_mut(&id) {
+                None => "not running (killed by the test)".to_string(),
+                Some(child) => match child.try_wait() {
+                    Ok(Some(exit)) => format!("exited: {exit}"),
+                    Ok(None) => {
+                        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+                        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+                        format!("running, state {}", state.unwrap_or("?"))
+                    }
+                    Err(error) => format!("unknown: {error}"),
+                },
+            };
+            let stderr = std::fs::read_to_string(self.dir.path().join(format!("node-{id}.stderr"))).unwrap_or_default();
+            let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+            report.push_str(&format!(
+                "node {id}: {status}; stderr ends: {:?}\n",
+                tail.into_iter().rev().collect::<Vec<_>>()
+            ));
+        }
+        report
     }
 
     /// SIGKILLs node `id`.
