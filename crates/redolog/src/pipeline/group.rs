@@ -171,6 +171,7 @@ impl<W> Stages<W> {
             self.wait_for_writable(port, written)?;
             return Ok(Pass::Again);
         };
+        self.written_moved();
         leader.covered(written, upto);
         Ok(Pass::Moved)
     }
@@ -227,6 +228,12 @@ impl<W> Stages<W> {
         Ok(Some((upto, times)))
     }
 
+    /// `written` moved: the dedicated flusher, if it waits for that (one load
+    /// otherwise; a committer's write matters to it during a switch, INV-37).
+    pub(super) fn written_moved(&self) {
+        self.flusher_event.notify_all();
+    }
+
     /// The writer cannot write at all: wait for a checkpoint (INV-7) or sync what
     /// is written (INV-8). Called holding the write role and never the sync role.
     pub(super) fn wait_for_writable<P: Port<Writer = W>>(&self, port: &P, written: Lsn) -> Result<()> {
@@ -278,8 +285,6 @@ impl<W> Stages<W> {
         port.write(gate, writer, (written, upto), self.synced()).map_err(|failure| self.poison(failure))?;
         // INV-4; it also hands ring space back to appenders.
         self.write.advance(written, upto);
-        // The dedicated flusher, if it waits for this (one load otherwise).
-        self.flusher_event.notify_all();
         let finished = Instant::now();
         self.write.pass.record(finished - started);
         port.tick(finished);
@@ -299,6 +304,7 @@ impl<W> Stages<W> {
         let Some((upto, wrote)) = self.write_writable(port, leader.state(), written, port.ready())? else {
             return Ok(None);
         };
+        self.written_moved();
         // Dropping the leader releases the write role, then wakes (INV-28).
         leader.covered(written, upto);
         Ok(Some(wrote))

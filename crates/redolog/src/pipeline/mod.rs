@@ -525,10 +525,17 @@ impl<T, W> Leader<'_, W, T> {
         self.guard.is_some()
     }
 
-    /// INV-17: a log thread waiting to take the role over.
+    /// INV-17: a log thread waiting to take the role over. INV-37: the idle
+    /// flusher waits for `written > synced` with the sync role free, so a
+    /// release that leaves written bytes unsynced tells it (a committer that
+    /// held the role across a switch; never the writer's own sync, which
+    /// leaves nothing behind).
     fn wake_log_threads(&self) {
         if self.stages.dedicated_active() {
             self.stages.mode_events.notify_all();
+            if self.stages.written() > self.stages.synced() {
+                self.stages.flusher_event.notify_all();
+            }
         }
     }
 }
