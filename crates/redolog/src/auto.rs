@@ -49,7 +49,7 @@ pub(crate) const RULES: &[Rule] = &[
         // → writer → flusher → committer) cost more than they save. /dev/shm:
         // dedicated reached 0.03–0.8× group commit.
         when: "sync pass under 20 µs",
-        applies: |input| input.sync_pass_us < 20.0,
+        applies: |input| input.sync_pass_us < crate::pipeline::FAST_PASS_NS as f64 / 1000.0,
         choose: Pipeline::GroupCommit,
     },
     Rule {
@@ -192,6 +192,11 @@ impl Auto {
     /// Whether the user asked for group commit (`Pipeline::GroupCommit`).
     pub(crate) fn group_requested(&self) -> bool {
         self.requested.load(Ordering::Relaxed) == REQUESTED_GROUP
+    }
+
+    /// The user asked for `Pipeline::Dedicated`.
+    pub(crate) fn dedicated_requested(&self) -> bool {
+        self.requested.load(Ordering::Relaxed) == REQUESTED_DEDICATED
     }
 
     /// Applies the rule table if the user asked for `Auto` and an evaluation

@@ -62,7 +62,7 @@ pub(crate) struct Core {
     pub(crate) closer: Closer,
     pub(crate) stages: Stages<Writer>,
     pub(crate) checkpoints: Checkpoints,
-    auto: Auto,
+    pub(crate) auto: Auto,
     /// Usable CPUs: gate spinning and feed `Auto` (§1.10).
     cpu: CpuMonitor,
     pub(crate) metrics: MetricsRecorder,

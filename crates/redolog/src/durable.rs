@@ -109,9 +109,12 @@ impl Log {
     ///
     /// While such waiters exist, the log threads do the writes and syncs
     /// (`Pipeline::Dedicated`) whatever the pipeline setting: an executor's
-    /// thread never blocks in `write` or `fdatasync` for a future. A log set
-    /// to `Pipeline::GroupCommit` goes back to it once no future has waited
-    /// for 100 ms.
+    /// thread does not block in `write` or `fdatasync` for a future. A log
+    /// set to `Pipeline::GroupCommit` goes back to it once no future has
+    /// waited for 100 ms. One exception (INV-38): a future alone (no other
+    /// asynchronous waiter) on a device whose write + sync takes under
+    /// 20 µs, on a log not set to `Pipeline::Dedicated`, does that pass
+    /// itself at its first poll — shorter than the hand-offs it saves.
     pub fn wait_async(&self, lsn: Lsn, durability: Durability) -> DurableFuture<'_> {
         DurableFuture::new(self, lsn, durability)
     }
@@ -188,6 +191,16 @@ impl Log {
         completion: Completion<Error>,
     ) -> Option<(Result<()>, Option<Completion<Error>>)> {
         let stages = &self.core().stages;
+        // INV-38: alone on a fast device, waiting on this thread (leading
+        // the pass, or parked for at most a fast pass) costs less than the
+        // hand-offs to the log threads and back. It registers nothing, so a
+        // log the log threads ran for a burst of waiters goes back to group
+        // commit (INV-27 refuses while any is registered), unless the user
+        // asked for them.
+        if *id == 0 && lsn > Lsn(0) && stages.alone_on_a_fast_device() && !self.core().auto.dedicated_requested() {
+            let durability = if synced { Durability::Synced } else { Durability::Written };
+            return Some((self.core().wait_durable(lsn, durability), Some(completion)));
+        }
         match stages.wait_async(lsn, synced, id, completion) {
             AsyncWait::Ready(outcome, completion) => return Some((outcome, completion)),
             AsyncWait::Pending => {}

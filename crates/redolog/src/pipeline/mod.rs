@@ -129,6 +129,12 @@ struct Poison {
     source: Arc<io::Error>,
 }
 
+/// A write + sync pass shorter than this costs less than handing it to
+/// another thread and being woken (each hand-off measured 5–25 µs on a loaded
+/// 2-CPU machine): `Auto` keeps such a log in group commit (§1.12, row 1) and
+/// a lone asynchronous waiter does the pass itself (INV-38).
+pub(crate) const FAST_PASS_NS: u64 = 20_000;
+
 /// The write and sync stages and everything threads use to move between them.
 pub(crate) struct Stages<W> {
     /// `written`, the write role (holding the writer's state), its waiters.
@@ -417,6 +423,15 @@ impl<W> Stages<W> {
     /// Asynchronous waiters registered now.
     pub(crate) fn async_waiters(&self) -> u64 {
         u64::from(self.write.wakers.pending()) + u64::from(self.sync.wakers.pending())
+    }
+
+    /// INV-38: no asynchronous waiter is registered and a pass is measured
+    /// shorter than a hand-off (`FAST_PASS_NS`): an asynchronous waiter
+    /// arriving now waits on its own thread, as `wait` does, for less than
+    /// the wake-ups of the log threads would cost.
+    pub(crate) fn alone_on_a_fast_device(&self) -> bool {
+        let expected = self.sync.pass.expected_ns();
+        expected > 0 && expected < FAST_PASS_NS && self.async_waiters() == 0
     }
 
     /// Switches to group commit unless asynchronous waiters need the log
