@@ -14,9 +14,13 @@
 //! release). What the store promises:
 //!
 //! - **`append`** writes the entries as one redolog group (recovery sees all of
-//!   them or none) and returns at once; openraft's flush callback fires from a
-//!   log thread when the group is durable (`Log::on_durable`): no blocked Raft
-//!   core, no thread per append.
+//!   them or none). On openraft 0.10 it returns at once and the flush callback
+//!   fires from a log thread when the group is durable (`Log::on_durable`): no
+//!   blocked Raft core, no thread per append (on a device that syncs in under
+//!   20 µs a lone append syncs itself and calls back before returning: the
+//!   log's INV-38). On 0.9, whose core awaits every flush before going on, it
+//!   waits in place (`Log::wait`) and calls back before returning: nothing
+//!   could overlap that flush, and the hand-offs to the log threads are saved.
 //! - **`save_vote`** returns only once the vote is durable (it awaits
 //!   `Log::wait_async`).
 //! - **truncate and `purge`** append a record and do not wait: the log is

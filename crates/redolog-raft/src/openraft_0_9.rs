@@ -110,12 +110,15 @@ where
         Ok(self.committed())
     }
 
+    /// 0.9's core awaits every append's flush before it goes on: the append
+    /// waits in place and calls back before it returns (docs/RAFT.md,
+    /// "Durability").
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), StorageError<C::NodeId>>
     where
         I: IntoIterator<Item = C::Entry> + openraft::OptionalSend,
         I::IntoIter: openraft::OptionalSend,
     {
-        LogStore::append(self, entries, move |result| callback.log_io_completed(result))
+        LogStore::append_and_wait(self, entries, move |result| callback.log_io_completed(result))
             .map_err(|error| write_error(&error))
     }
 

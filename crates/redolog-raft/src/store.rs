@@ -200,14 +200,43 @@ impl<L: Line> LogStore<L> {
         entries: impl IntoIterator<Item = L::Entry>,
         flushed: impl FnOnce(std::io::Result<()>) + Send + 'static,
     ) -> Result<(), Error> {
+        match self.append_entries(entries)? {
+            Some(end) => self
+                .shared
+                .log
+                .on_durable(end, Durability::Synced, move |result| flushed(result.map_err(std::io::Error::other))),
+            None => flushed(Ok(())),
+        }
+        Ok(())
+    }
+
+    /// `append` for a core that awaits every append's flush before it does
+    /// anything else (openraft 0.9's): nothing can overlap the flush, so it
+    /// is waited for here, on the calling thread, as `Log::wait` does — in
+    /// group commit that thread writes and syncs itself, without the hand-offs
+    /// to the log threads and back (RocksDB's store also syncs in `append`).
+    pub(crate) fn append_and_wait(
+        &self,
+        entries: impl IntoIterator<Item = L::Entry>,
+        flushed: impl FnOnce(std::io::Result<()>),
+    ) -> Result<(), Error> {
+        let result = match self.append_entries(entries)? {
+            Some(end) => self.shared.log.wait(end, Durability::Synced).map_err(std::io::Error::other),
+            None => Ok(()),
+        };
+        flushed(result);
+        Ok(())
+    }
+
+    /// Appends the entries as one group; returns its end (`None`: no entries).
+    fn append_entries(&self, entries: impl IntoIterator<Item = L::Entry>) -> Result<Option<Lsn>, Error> {
         let entries: Vec<L::Entry> = entries.into_iter().collect();
         let records = entries
             .iter()
             .map(|entry| record::entry::<L>(L::index(&L::log_id(entry)), entry))
             .collect::<Result<Vec<_>, _>>()?;
         if records.is_empty() {
-            flushed(Ok(()));
-            return Ok(());
+            return Ok(None);
         }
         let durable = self.shared.log.durable_lsn();
         let end = self.shared.append_group(&records, |state, Appended { start, end, first }| {
@@ -220,10 +249,7 @@ impl<L: Line> LogStore<L> {
             state.evict(durable);
             end
         })?;
-        self.shared
-            .log
-            .on_durable(end, Durability::Synced, move |result| flushed(result.map_err(std::io::Error::other)));
-        Ok(())
+        Ok(Some(end))
     }
 
     /// Removes the entries from index `since` on. Appended, not waited for:
