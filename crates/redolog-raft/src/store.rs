@@ -215,6 +215,7 @@ impl<L: Line> LogStore<L> {
     /// is waited for here, on the calling thread, as `Log::wait` does — in
     /// group commit that thread writes and syncs itself, without the hand-offs
     /// to the log threads and back (RocksDB's store also syncs in `append`).
+    #[cfg(feature = "openraft-0.9")]
     pub(crate) fn append_and_wait(
         &self,
         entries: impl IntoIterator<Item = L::Entry>,
