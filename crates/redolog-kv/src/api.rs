@@ -80,6 +80,23 @@ fn not_leader_body(forward: &ForwardToLeader<TypeConfig>) -> serde_json::Value {
     json!({"error": "not leader", "leader": leader})
 }
 
+/// The answer to one write, as `/api/write` gives it and `/api/writes` gives
+/// each element: `409` with `STALE` for a stale session number, else the
+/// entry's place, the node that answered and the machine's response.
+fn written_body(
+    log_id: &openraft::alias::LogIdOf<TypeConfig>,
+    node: u64,
+    response: &crate::machine::Response,
+) -> (StatusCode, serde_json::Value) {
+    if response.stale {
+        return (StatusCode::CONFLICT, json!({"error": STALE, "log_index": log_id.index}));
+    }
+    (
+        StatusCode::OK,
+        json!({"log_index": log_id.index, "log_id": log_id.to_string(), "node": node, "response": response}),
+    )
+}
+
 /// `call` within `TIMEOUT`, or `504`.
 async fn bounded<T>(call: impl Future<Output = T>) -> Result<T, Response> {
     tokio::time::timeout(TIMEOUT, call).await.map_err(|_| {
@@ -139,11 +156,10 @@ async fn write(State(app): State<App>, body: Bytes) -> Response {
         Err(malformed) => return *malformed,
     };
     match bounded(app.raft.client_write(command)).await {
-        Ok(Ok(written)) if written.data.stale => failure(
-            StatusCode::CONFLICT,
-            json!({"error": STALE, "log_index": written.log_id.index}),
-        ),
-        Ok(Ok(written)) => Json(json!({"log_index": written.log_id.index, "log_id": written.log_id.to_string(), "node": app.id, "response": written.data})).into_response(),
+        Ok(Ok(written)) => {
+            let (status, body) = written_body(&written.log_id, app.id, &written.data);
+            (status, Json(body)).into_response()
+        }
         Ok(Err(error)) => raft_failure(error),
         Err(timeout) => timeout,
     }
@@ -170,10 +186,13 @@ async fn writes(State(app): State<App>, body: Bytes) -> Response {
         let mut answers = Vec::new();
         while let Some(result) = results.try_next().await? {
             answers.push(match result {
-                Ok(written) if written.response.stale => json!({"status": 409, "error": STALE, "log_index": written.log_id.index}),
-                Ok(written) => {
-                    json!({"log_index": written.log_id.index, "log_id": written.log_id.to_string(), "node": app.id, "response": written.response})
-                }
+                Ok(written) => match written_body(&written.log_id, app.id, &written.response) {
+                    (StatusCode::OK, body) => body,
+                    (status, mut body) => {
+                        body["status"] = json!(status.as_u16());
+                        body
+                    }
+                },
                 Err(ClientWriteError::ForwardToLeader(forward)) => {
                     let mut body = not_leader_body(&forward);
                     body["status"] = json!(503);
