@@ -280,20 +280,20 @@ fn switching_to_dedicated_while_a_committer_leads_loses_no_wake_up() {
     commit_while_switching(GROUP, Some(DEDICATED));
 }
 
-/// INV-37: with both log threads idle, the writer syncs a lone write itself
-/// (the flusher let the sync role go). A second commit appended meanwhile —
-/// before, during or after that sync — must still be synced, by the writer's
-/// next pass or the flusher it notifies, and neither commit is acknowledged
-/// before its covering sync.
-#[test]
-fn a_write_during_the_writers_own_sync_is_synced() {
-    check(|| {
-        let log = Arc::new(Log::new(DEDICATED));
+/// INV-37: a commit appended alone (end LSN 1), then a second one (end LSN
+/// 2) from another thread, which first switches the mode to dedicated if
+/// `switch`; both must be acknowledged, and only after their covering sync.
+fn a_second_commit_after_a_lone_one(start: bool, switch: bool) {
+    check(move || {
+        let log = Arc::new(Log::new(start));
         let stop = start_log_threads(&log);
         log.append(1);
         let second = {
             let log = log.clone();
             loom::thread::spawn(move || {
+                if switch {
+                    log.set_active(DEDICATED);
+                }
                 log.append(2);
                 log.commit_wait(2).expect("not poisoned");
                 assert!(log.synced() >= at(2), "acknowledged before the covering sync");
@@ -306,31 +306,23 @@ fn a_write_during_the_writers_own_sync_is_synced() {
     });
 }
 
-/// INV-37 across a switch: a committer leads the sync in group commit when
-/// the mode turns dedicated; the log writer then writes a second commit and
-/// finds the sync role held, so the idle flusher waits for a role that is not
-/// free. The committer's release must tell it, or the second commit (which
-/// may not lead in the dedicated mode) waits forever.
+/// With both log threads idle, the writer syncs a lone write itself (the
+/// flusher let the sync role go). The second commit, appended before, during
+/// or after that sync, must still be synced: by the writer's next pass or the
+/// flusher it notifies.
+#[test]
+fn a_write_during_the_writers_own_sync_is_synced() {
+    a_second_commit_after_a_lone_one(DEDICATED, false);
+}
+
+/// Across a switch: a committer leads the sync in group commit when the mode
+/// turns dedicated; the log writer then writes the second commit and finds
+/// the sync role held, so the idle flusher waits for a role that is not free.
+/// The committer's release must tell it, or the second commit (which may not
+/// lead in the dedicated mode) waits forever.
 #[test]
 fn a_committer_releasing_the_sync_role_after_a_switch_wakes_the_idle_flusher() {
-    check(|| {
-        let log = Arc::new(Log::new(GROUP));
-        let stop = start_log_threads(&log);
-        log.append(1);
-        let second = {
-            let log = log.clone();
-            loom::thread::spawn(move || {
-                log.set_active(DEDICATED);
-                log.append(2);
-                log.commit_wait(2).expect("not poisoned");
-                assert!(log.synced() >= at(2), "acknowledged before the covering sync");
-            })
-        };
-        log.commit_wait(1).expect("not poisoned");
-        assert!(log.synced() >= at(1), "acknowledged before the covering sync");
-        second.join().expect("second committer");
-        stop();
-    });
+    a_second_commit_after_a_lone_one(GROUP, true);
 }
 
 /// Two committers wait for one pass of the dedicated flusher, which wakes
