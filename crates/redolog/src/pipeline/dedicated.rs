@@ -1,10 +1,10 @@
 //! The dedicated pipeline's loops: a log writer and a log flusher thread
 //! (MySQL 8.0's log_writer and log_flusher; docs/DESIGN.md §1.11).
 //!
-//! While the dedicated mode is on each thread holds its role for good: the
-//! writer writes whatever appenders completed as soon as the link buffer's tail
-//! moves, the flusher fdatasyncs whatever was written as soon as `written`
-//! passes `synced`. Committing threads cannot take a held role and only park on
+//! While the dedicated mode is on the writer holds its role for good and the
+//! flusher holds its role while it has work: the writer writes whatever
+//! appenders completed as soon as the link buffer's tail moves, the flusher
+//! fdatasyncs whatever was written as soon as `written` passes `synced`. Committing threads cannot take a held role and only park on
 //! the event slot of their LSN until a pass covers it. Each log thread waits on
 //! an event that whoever creates its work sets:
 //!
