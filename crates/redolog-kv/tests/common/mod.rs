@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -89,13 +90,36 @@ impl Drop for Nodes {
     }
 }
 
+/// A free loopback address for a node, its port below the kernel's
+/// ephemeral range (`ip_local_port_range`). A node the test kills must find
+/// its port free when it restarts, and the kernel picks the source port of
+/// every outgoing connection (the proxies', the clients') from that range:
+/// with ports from `bind(":0")`, one such connection took a dead node's port
+/// and the restart failed with `EADDRINUSE` — seen as "the nodes did not
+/// converge", twice in 40 runs of 30 s.
+fn node_addr() -> SocketAddr {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let (first, span) = (low.saturating_sub(10_000).max(1024), low.saturating_sub(1024).min(10_000));
+    // Spread the test processes apart; the counter keeps one process's apart.
+    let start = std::process::id().wrapping_mul(7919);
+    for _ in 0..span {
+        let port = first + (start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % span.max(1));
+        if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port as u16)) {
+            return listener.local_addr().expect("addr");
+        }
+    }
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr")
+}
+
 impl Nodes {
     /// `count` nodes started with `flags`, every Raft link through a
     /// proxy, the cluster initialized through node 1.
     pub async fn start(count: u64, flags: &[&str]) -> Nodes {
-        let addrs: BTreeMap<u64, SocketAddr> = (1..=count)
-            .map(|id| (id, std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr")))
-            .collect();
+        let addrs: BTreeMap<u64, SocketAddr> = (1..=count).map(|id| (id, node_addr())).collect();
         let (mut routes, mut links) = (BTreeMap::<u64, Vec<String>>::new(), BTreeMap::new());
         for from in 1..=count {
             for to in (1..=count).filter(|&to| to != from) {
@@ -217,8 +241,15 @@ impl Nodes {
             };
             let stderr = std::fs::read_to_string(self.dir.path().join(format!("node-{id}.stderr"))).unwrap_or_default();
             let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+            // A panic's message comes before its backtrace, which fills the tail.
+            let lines: Vec<&str> = stderr.lines().collect();
+            let panics: Vec<String> = (0..lines.len())
+                .filter(|&at| lines[at].contains("panicked at"))
+                .take(3)
+                .map(|at| lines[at..lines.len().min(at + 2)].join(" "))
+                .collect();
             report.push_str(&format!(
-                "node {id}: {status}; stderr ends: {:?}\n",
+                "node {id}: {status}; panics: {panics:?}; stderr ends: {:?}\n",
                 tail.into_iter().rev().collect::<Vec<_>>()
             ));
         }
