@@ -372,6 +372,9 @@ fn crash_rounds(rounds: u32, resize: bool) {
     eprintln!("crash_kill: seed {seed}, {rounds} rounds, resizing: {resize}");
     let (mut acknowledged, mut recovered, mut aborts) = (0, 0, 0);
     let started = Instant::now();
+    // The failpoints a committing child passes: its open and recovery, its
+    // writes and syncs.
+    let points: &[(&str, u32)] = if resize { &RESIZE_FAILPOINTS } else { &CHILD_FAILPOINTS };
     for round in 0..rounds {
         // xorshift64: the delays are reproducible from the printed seed.
         seed ^= seed << 13;
@@ -379,9 +382,6 @@ fn crash_rounds(rounds: u32, resize: bool) {
         seed ^= seed << 17;
         // One round in five dies within 10 ms: while opening, i.e. in recovery.
         let delay_ms = if seed % 5 == 0 { seed % 10 } else { 20 + seed % 180 };
-        // The failpoints a committing child passes: its open and recovery, its
-        // writes and syncs.
-        let points: &[(&str, u32)] = if resize { &RESIZE_FAILPOINTS } else { &CHILD_FAILPOINTS };
         let (name, hits) = points[(seed >> 8) as usize % points.len()];
         let failpoint = FAILPOINTS.iter().position(|listed| *listed == name).expect("a listed failpoint");
         let hit = 1 + (seed >> 16) as u32 % hits;
@@ -406,6 +406,21 @@ fn crash_rounds(rounds: u32, resize: bool) {
         let (acks, _) = run_child(dir.path(), round, (Death::Kill, true), Duration::from_secs(2));
         acknowledged += acks.len();
         recovered += verify_round(dir.path(), round, &acks, true);
+        extra += 1;
+    }
+    // Likewise the abort rounds: a child killed 20-200 ms in may not have
+    // reached the failpoint's chosen hit on a loaded machine (a CI run failed
+    // so). Then rounds that abort at a failpoint's first hit, with a SIGKILL
+    // only after 2 s, until one has (at most 10 extra rounds in all).
+    while rounds >= 8 && aborts == 0 && extra < 10 {
+        let round = rounds + extra;
+        let name = points[round as usize % points.len()].0;
+        let failpoint = FAILPOINTS.iter().position(|listed| *listed == name).expect("a listed failpoint");
+        let death = Death::Abort { failpoint, hit: 1 };
+        let (acks, aborted) = run_child(dir.path(), round, (death, resize), Duration::from_secs(2));
+        aborts += u32::from(aborted);
+        acknowledged += acks.len();
+        recovered += verify_round(dir.path(), round, &acks, resize);
         extra += 1;
     }
     eprintln!(
