@@ -62,7 +62,7 @@ pub(crate) struct Core {
     pub(crate) closer: Closer,
     pub(crate) stages: Stages<Writer>,
     pub(crate) checkpoints: Checkpoints,
-    pub(crate) auto: Auto,
+    auto: Auto,
     /// Usable CPUs: gate spinning and feed `Auto` (§1.10).
     cpu: CpuMonitor,
     pub(crate) metrics: MetricsRecorder,
@@ -283,6 +283,13 @@ impl Core {
             Pipeline::Dedicated => self.set_dedicated(true),
             Pipeline::Auto => {}
         }
+    }
+
+    /// INV-38: an asynchronous waiter arriving now waits on its own thread —
+    /// it would be alone on a fast device — unless the user asked for the log
+    /// threads (`Pipeline::Dedicated`).
+    pub(crate) fn async_waits_in_place(&self) -> bool {
+        self.stages.alone_on_a_fast_device() && !self.auto.dedicated_requested()
     }
 
     /// Switches the mode; never to group commit while asynchronous waiters

@@ -197,7 +197,7 @@ impl Log {
         // log the log threads ran for a burst of waiters goes back to group
         // commit (INV-27 refuses while any is registered), unless the user
         // asked for them.
-        if *id == 0 && lsn > Lsn(0) && stages.alone_on_a_fast_device() && !self.core().auto.dedicated_requested() {
+        if *id == 0 && lsn > Lsn(0) && self.core().async_waits_in_place() {
             let durability = if synced { Durability::Synced } else { Durability::Written };
             return Some((self.core().wait_durable(lsn, durability), Some(completion)));
         }

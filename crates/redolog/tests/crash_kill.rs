@@ -397,30 +397,27 @@ fn crash_rounds(rounds: u32, resize: bool) {
         recovered += verify_round(dir.path(), round, &acks, resize);
     }
     // A child dies 0-200 ms in; on a loaded machine (a CI run) no resize may
-    // finish that soon, and the check below would fail by luck. Then rounds
-    // with a longer life (a SIGKILL after 2 s) until one has (5 at most), so
-    // the rounds always include a finished resize and its recovery.
+    // finish that soon, nor an abort round reach its failpoint's chosen hit,
+    // and the checks below would fail by luck. Then extra rounds with a
+    // longer life (a SIGKILL only after 2 s) until each has happened, at most
+    // 10 in all: first plain rounds until a resize finished (5 at most), then
+    // rounds that abort at a failpoint's first hit.
     let mut extra = 0;
-    while resize && rounds >= 8 && RESIZES.load(std::sync::atomic::Ordering::Relaxed) == 0 && extra < 5 {
+    let mut extra_round = |death: Death, extra: u32| {
         let round = rounds + extra;
-        let (acks, _) = run_child(dir.path(), round, (Death::Kill, true), Duration::from_secs(2));
-        acknowledged += acks.len();
-        recovered += verify_round(dir.path(), round, &acks, true);
-        extra += 1;
-    }
-    // Likewise the abort rounds: a child killed 20-200 ms in may not have
-    // reached the failpoint's chosen hit on a loaded machine (a CI run failed
-    // so). Then rounds that abort at a failpoint's first hit, with a SIGKILL
-    // only after 2 s, until one has (at most 10 extra rounds in all).
-    while rounds >= 8 && aborts == 0 && extra < 10 {
-        let round = rounds + extra;
-        let name = points[round as usize % points.len()].0;
-        let failpoint = FAILPOINTS.iter().position(|listed| *listed == name).expect("a listed failpoint");
-        let death = Death::Abort { failpoint, hit: 1 };
         let (acks, aborted) = run_child(dir.path(), round, (death, resize), Duration::from_secs(2));
-        aborts += u32::from(aborted);
         acknowledged += acks.len();
         recovered += verify_round(dir.path(), round, &acks, resize);
+        aborted
+    };
+    while resize && rounds >= 8 && RESIZES.load(std::sync::atomic::Ordering::Relaxed) == 0 && extra < 5 {
+        extra_round(Death::Kill, extra);
+        extra += 1;
+    }
+    while rounds >= 8 && aborts == 0 && extra < 10 {
+        let name = points[(rounds + extra) as usize % points.len()].0;
+        let failpoint = FAILPOINTS.iter().position(|listed| *listed == name).expect("a listed failpoint");
+        aborts += u32::from(extra_round(Death::Abort { failpoint, hit: 1 }, extra));
         extra += 1;
     }
     eprintln!(

@@ -107,7 +107,7 @@ fn node_addr() -> SocketAddr {
     // Spread the test processes apart; the counter keeps one process's apart.
     let start = std::process::id().wrapping_mul(7919);
     for _ in 0..span {
-        let port = first + (start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % span.max(1));
+        let port = first + (start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % span);
         if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port as u16)) {
             return listener.local_addr().expect("addr");
         }
@@ -240,18 +240,15 @@ impl Nodes {
                 },
             };
             let stderr = std::fs::read_to_string(self.dir.path().join(format!("node-{id}.stderr"))).unwrap_or_default();
-            let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-            // A panic's message comes before its backtrace, which fills the tail.
             let lines: Vec<&str> = stderr.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(5)..];
+            // A panic's message comes before its backtrace, which fills the tail.
             let panics: Vec<String> = (0..lines.len())
                 .filter(|&at| lines[at].contains("panicked at"))
                 .take(3)
                 .map(|at| lines[at..lines.len().min(at + 2)].join(" "))
                 .collect();
-            report.push_str(&format!(
-                "node {id}: {status}; panics: {panics:?}; stderr ends: {:?}\n",
-                tail.into_iter().rev().collect::<Vec<_>>()
-            ));
+            report.push_str(&format!("node {id}: {status}; panics: {panics:?}; stderr ends: {tail:?}\n"));
         }
         report
     }
