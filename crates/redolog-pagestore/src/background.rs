@@ -1,13 +1,14 @@
 //! The engine's background threads (docs/PAGESTORE.md §10): one page cleaner
 //! per instance (`cleaners.rs` has their work) and the checkpointer, at a
-//! raised priority; with [`FreeCheck::Mysql5610GlobalFlag`] MySQL 5.6's one
-//! page cleaner instead.
+//! raised priority; or the cleaners a benchmark's policy asks for
+//! (`policy.rs`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::engine::{Engine, FreeCheck};
+use crate::engine::Engine;
+use crate::policy::Space;
 
 /// The background threads; stopped and joined when dropped.
 pub(crate) struct Background {
@@ -17,31 +18,30 @@ pub(crate) struct Background {
 
 impl Background {
     /// Starts one page cleaner per instance (InnoDB's
-    /// `innodb_page_cleaners` default; one for all with
-    /// [`FreeCheck::Mysql5610GlobalFlag`], as 5.6 had) and the checkpointer.
+    /// `innodb_page_cleaners` default; as many as a policy asks for) and
+    /// the checkpointer.
     pub(crate) fn start(engine: &Arc<Engine>) -> std::io::Result<Background> {
         let instances = engine.pool.instances();
+        let cleaners = engine.policy.as_ref().map_or(instances, |policy| policy.cleaners(instances));
         let mut threads = Vec::new();
-        if engine.mode == FreeCheck::Mysql5610GlobalFlag {
-            let engine = engine.clone();
-            threads.push(
-                std::thread::Builder::new().name("page-cleaner".into()).spawn(move || engine.page_cleaner_5610())?,
-            );
-        }
-        let cleaners = if engine.mode == FreeCheck::Mysql5610GlobalFlag { 0 } else { instances };
         for cleaner in 0..cleaners {
             let engine = engine.clone();
             threads.push(std::thread::Builder::new().name(format!("page-cleaner-{cleaner}")).spawn(move || {
-                engine.raise_priority();
+                if engine.raises_priority() {
+                    engine.raise_priority();
+                }
                 while engine.wait_tick() {
                     // A failed write poisons the log; statements see it.
-                    let _ = engine.clean(cleaner, cleaners);
+                    let _ = match &engine.policy {
+                        Some(policy) => policy.clean(&Space::new(&engine), cleaner, cleaners),
+                        None => engine.clean(cleaner, cleaners),
+                    };
                 }
             })?);
         }
         let checkpointer = engine.clone();
         threads.push(std::thread::Builder::new().name("checkpointer".into()).spawn(move || {
-            if checkpointer.mode == FreeCheck::Coordinator {
+            if checkpointer.raises_priority() {
                 checkpointer.raise_priority();
             }
             while checkpointer.wait_tick() {

@@ -2,8 +2,8 @@
 //! buffer pool, the checkpoint, and how the free check behaves
 //! (docs/PAGESTORE.md §10). The jobs on it live beside it: the free check
 //! (`free_check.rs`), the page cleaners (`cleaners.rs`), the background
-//! threads (`background.rs`) and the benchmark's copy of MySQL 5.6.10's free
-//! check (`mysql5610.rs`).
+//! threads (`background.rs`); a benchmark may replace the first two
+//! (`policy.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use redolog::{Log, Lsn};
 
 use crate::buffer_pool::BufferPool;
 use crate::page::PageNo;
+use crate::policy::SpacePolicy;
 use crate::stats::EngineStats;
 use crate::Result;
 
@@ -33,27 +34,6 @@ const BACKGROUND_NICE: i32 = -10;
 /// priority it inherited.
 fn raise_priority() -> bool {
     rustix::process::setpriority_process(Some(rustix::thread::gettid()), BACKGROUND_NICE).is_ok()
-}
-
-/// How the log free check behaves. [`Coordinator`](Self::Coordinator) is the
-/// engine's; the other exists only so that `redolog-bench bench --scenario
-/// seed-convoy` can show MySQL bug #68555's convoy next to its absence.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FreeCheck {
-    /// One coordinator flushes when the checkpoint age passes the free-check
-    /// mark; the threads that must wait sleep on an event; the others pay
-    /// two atomic loads.
-    #[default]
-    Coordinator,
-    /// Benchmark only: MySQL 5.6.10's `log_checkpoint_margin`. A global
-    /// `check_flush_or_checkpoint` flag, set when the age passes seven
-    /// eighths of the mark, sends every statement into the slow path; each
-    /// thread there checkpoints, and past the mark flushes every instance
-    /// that has no batch running up to its target and waits for every
-    /// instance's batch to end; a thread that found a batch running sets the
-    /// flag again (the line the bug is about) and loops.
-    #[doc(hidden)]
-    Mysql5610GlobalFlag,
 }
 
 /// The log, the pool, and the state the background threads share.
@@ -82,14 +62,11 @@ pub(crate) struct Engine {
     pub(crate) space: Mutex<bool>,
     pub(crate) space_freed: Condvar,
     pub(crate) stats: Mutex<EngineStats>,
-    /// [`FreeCheck::Mysql5610GlobalFlag`]: the flag, and which instances
-    /// have a flush batch running (`buf_flush_start` / `buf_flush_end`).
-    pub(crate) mode: FreeCheck,
-    pub(crate) check_flush_or_checkpoint: AtomicBool,
+    /// A benchmark's free check and cleaners in place of the engine's
+    /// (`Options::space_policy`).
+    pub(crate) policy: Option<Arc<dyn SpacePolicy>>,
     /// Set when a background thread was refused its raised priority.
     pub(crate) priority_refused: AtomicBool,
-    pub(crate) batches: Mutex<Vec<bool>>,
-    pub(crate) batch_ended: Condvar,
 }
 
 impl Engine {
@@ -99,9 +76,8 @@ impl Engine {
         checkpoint: Lsn,
         capacity: u64,
         io_capacity: u64,
-        mode: FreeCheck,
+        policy: Option<Arc<dyn SpacePolicy>>,
     ) -> Engine {
-        let instances = pool.instances();
         Engine {
             log: Arc::new(log),
             pool,
@@ -115,11 +91,8 @@ impl Engine {
             space: Mutex::new(false),
             space_freed: Condvar::new(),
             stats: Mutex::new(EngineStats::default()),
-            mode,
-            check_flush_or_checkpoint: AtomicBool::new(false),
+            policy,
             priority_refused: AtomicBool::new(false),
-            batches: Mutex::new(vec![false; instances]),
-            batch_ended: Condvar::new(),
         }
     }
 
@@ -180,6 +153,12 @@ impl Engine {
         stats.free_check_wait_us_max = stats.free_check_wait_us_max.max(waited);
     }
 
+    /// Whether the background threads ask for a raised priority: the
+    /// engine's do; a policy's only if it says so.
+    pub(crate) fn raises_priority(&self) -> bool {
+        self.policy.as_ref().is_none_or(|policy| policy.raise_priority())
+    }
+
     pub(crate) fn raise_priority(&self) {
         if !raise_priority() {
             self.priority_refused.store(true, Ordering::Relaxed);
@@ -193,8 +172,7 @@ impl Engine {
             page_latch: self.pool.waits.page_latch.snapshot(),
             index_lock: self.pool.waits.index_lock.snapshot(),
             log_end: self.log.end_lsn().as_u64(),
-            background_prioritized: self.mode == FreeCheck::Coordinator
-                && !self.priority_refused.load(Ordering::Relaxed),
+            background_prioritized: self.raises_priority() && !self.priority_refused.load(Ordering::Relaxed),
             ..self.stats.lock().clone()
         }
     }

@@ -2,17 +2,18 @@
 //! when the log is short of space, the threads that must wait sleep on an
 //! event, and the threads that need not wait pay two atomic loads (MySQL bug
 //! #68555's convoy came from a global flag that sent every thread into the
-//! slow path: `mysql5610.rs`).
+//! slow path). A benchmark's policy replaces it (`policy.rs`).
 
 use std::time::Instant;
 
-use crate::engine::{Engine, FreeCheck, BATCH_PAGES};
+use crate::engine::{Engine, BATCH_PAGES};
+use crate::policy::Space;
 use crate::Result;
 
 impl Engine {
     pub fn free_check(&self) -> Result<()> {
-        if self.mode == FreeCheck::Mysql5610GlobalFlag {
-            return self.free_check_5610();
+        if let Some(policy) = &self.policy {
+            return policy.free_check(&Space::new(self));
         }
         if self.age() <= self.free_check_age {
             return Ok(());

@@ -32,9 +32,9 @@ pub struct EngineStats {
     /// Whether the page cleaners and the checkpointer run at a raised
     /// priority (nice -10; refused without `CAP_SYS_NICE`).
     pub background_prioritized: bool,
-    /// Statements that took the free check's slow path
-    /// ([`FreeCheck::Mysql5610GlobalFlag`] only; the coordinator's slow path
-    /// is its waits).
+    /// Statements that took the free check's slow path, as a benchmark's
+    /// policy counts them (`bench --scenario seed-convoy`'s copy of MySQL
+    /// 5.6.10); the engine's own slow path is its waits.
     pub free_check_slow_paths: u64,
     /// The checkpoint age now: end LSN minus the last checkpoint, bytes.
     pub checkpoint_age: u64,

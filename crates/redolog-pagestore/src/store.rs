@@ -11,9 +11,10 @@ use crate::background::Background;
 use crate::btree::{format_meta, BTree};
 use crate::buffer_pool::BufferPool;
 use crate::datafile::DataFile;
-use crate::engine::{Engine, FreeCheck};
+use crate::engine::Engine;
 use crate::mtr::Mtr;
 use crate::page::{PageKind, HEADER_BYTES, META_PAGE, PAGE_BYTES};
+use crate::policy::SpacePolicy;
 use crate::recovery::{replay, Replayed};
 use crate::redo::Redo;
 use crate::stats::EngineStats;
@@ -42,10 +43,11 @@ pub struct Options {
     pub io_capacity: u64,
     /// The log's configuration.
     pub log: redolog::Config,
-    /// The free check's behaviour: leave it at its default. The other value
-    /// exists for `redolog-bench bench --scenario seed-convoy` alone.
+    /// Measurement only (`redolog-bench bench --scenario seed-convoy`): a
+    /// free check and page cleaners in place of the engine's. Leave it
+    /// `None`.
     #[doc(hidden)]
-    pub free_check: FreeCheck,
+    pub space_policy: Option<Arc<dyn SpacePolicy>>,
     /// Measurement only (`redolog-bench bench --no-doublewrite`, docs/PAGESTORE.md
     /// §4.1): pages written in place without the doublewrite copy, which a
     /// power loss can tear for good. Never set it for data you keep.
@@ -60,7 +62,7 @@ impl Default for Options {
             buffer_pool_bytes: 128 << 20,
             io_capacity: 200,
             log: redolog::Config::default(),
-            free_check: FreeCheck::default(),
+            space_policy: None,
             unprotected_page_writes: false,
         }
     }
@@ -135,7 +137,7 @@ impl PageStore {
         // then needed log past the writer's limit to be flushed).
         let capacity = log.usable_bytes();
         let engine =
-            Arc::new(Engine::new(log, pool, replayed.end_lsn, capacity, options.io_capacity, options.free_check));
+            Arc::new(Engine::new(log, pool, replayed.end_lsn, capacity, options.io_capacity, options.space_policy));
         let background = background
             .then(|| Background::start(&engine))
             .transpose()
