@@ -7,8 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::engine::Engine;
-use crate::policy::Space;
+use crate::engine::{Engine, Space};
 
 /// The background threads; stopped and joined when dropped.
 pub(crate) struct Background {

@@ -3,7 +3,7 @@
 //! (docs/PAGESTORE.md §10). The jobs on it live beside it: the free check
 //! (`free_check.rs`), the page cleaners (`cleaners.rs`), the background
 //! threads (`background.rs`); a benchmark may replace the first two
-//! (`policy.rs`).
+//! ([`SpacePolicy`], its handle's methods in `policy.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,7 +14,6 @@ use redolog::{Log, Lsn};
 
 use crate::buffer_pool::BufferPool;
 use crate::page::PageNo;
-use crate::policy::SpacePolicy;
 use crate::stats::EngineStats;
 use crate::Result;
 
@@ -34,6 +33,34 @@ const BACKGROUND_NICE: i32 = -10;
 /// priority it inherited.
 fn raise_priority() -> bool {
     rustix::process::setpriority_process(Some(rustix::thread::gettid()), BACKGROUND_NICE).is_ok()
+}
+
+/// A free check and page cleaners that replace the engine's
+/// ([`Options::space_policy`](crate::Options::space_policy)). The engine
+/// still owns the checkpoint, the flushes and the counters: a policy decides
+/// when to flush which pages, through [`Space`].
+pub trait SpacePolicy: std::fmt::Debug + Send + Sync + 'static {
+    /// A statement's free check (`PageStore::free_check`): returns once the
+    /// statement may log.
+    fn free_check(&self, space: &Space<'_>) -> Result<()>;
+
+    /// How many page cleaner threads run for `instances` buffer pool
+    /// instances.
+    fn cleaners(&self, instances: usize) -> usize;
+
+    /// One tick's work of cleaner `cleaner` of `cleaners`. An error is
+    /// dropped: a failed write has poisoned the log, and statements see it.
+    fn clean(&self, space: &Space<'_>, cleaner: usize, cleaners: usize) -> Result<()>;
+
+    /// Whether the cleaners and the checkpointer ask for a raised priority,
+    /// as the engine's do.
+    fn raise_priority(&self) -> bool;
+}
+
+/// What a [`SpacePolicy`] may see and do: the checkpoint age and its marks,
+/// flush batches, the checkpoint, and the engine's counters.
+pub struct Space<'a> {
+    pub(crate) engine: &'a Engine,
 }
 
 /// The log, the pool, and the state the background threads share.

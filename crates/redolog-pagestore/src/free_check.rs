@@ -6,8 +6,7 @@
 
 use std::time::Instant;
 
-use crate::engine::{Engine, BATCH_PAGES};
-use crate::policy::Space;
+use crate::engine::{Engine, Space, BATCH_PAGES};
 use crate::Result;
 
 impl Engine {

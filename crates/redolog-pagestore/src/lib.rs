@@ -54,11 +54,11 @@ pub use backup::{read_meta, restore, Backup, RestoreTo, Restored, BACKUP_META_NA
 pub use btree::{allocate, format_meta, BTree, Index, Outcome};
 pub use buffer_pool::{BufferPool, Frame, FrameData, LRU_SCAN_DEPTH};
 pub use datafile::{DataFile, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, DOUBLEWRITE_PAGES};
+#[doc(hidden)]
+pub use engine::{Space, SpacePolicy};
 pub use error::{Error, Result};
 pub use mtr::Mtr;
 pub use page::{Format, Page, PageKind, PageNo, HEADER_BYTES, META_PAGE, NEXT_OFFSET, PAGE_BYTES};
-#[doc(hidden)]
-pub use policy::{Space, SpacePolicy};
 pub use recovery::{replay, Replayed};
 pub use redo::Redo;
 pub use stats::EngineStats;

@@ -2,42 +2,16 @@
 //! the engine's (docs/PAGESTORE.md §10), so a benchmark can run an older
 //! engine's behaviour on this one — `redolog-bench bench --scenario
 //! seed-convoy` runs its copy of MySQL 5.6.10's (MySQL bug #68555) this way.
-//! The engine's own free check and cleaners never go through here.
+//! The engine's own free check and cleaners never go through here. The
+//! trait and the handle are declared beside the engine (`engine.rs`), which
+//! holds the policy; what the handle can do is here.
 
 use std::time::Instant;
 
 use redolog::Lsn;
 
-use crate::engine::Engine;
+use crate::engine::{Engine, Space};
 use crate::Result;
-
-/// A free check and page cleaners that replace the engine's
-/// ([`Options::space_policy`](crate::Options::space_policy)). The engine
-/// still owns the checkpoint, the flushes and the counters: a policy decides
-/// when to flush which pages, through [`Space`].
-pub trait SpacePolicy: std::fmt::Debug + Send + Sync + 'static {
-    /// A statement's free check (`PageStore::free_check`): returns once the
-    /// statement may log.
-    fn free_check(&self, space: &Space<'_>) -> Result<()>;
-
-    /// How many page cleaner threads run for `instances` buffer pool
-    /// instances.
-    fn cleaners(&self, instances: usize) -> usize;
-
-    /// One tick's work of cleaner `cleaner` of `cleaners`. An error is
-    /// dropped: a failed write has poisoned the log, and statements see it.
-    fn clean(&self, space: &Space<'_>, cleaner: usize, cleaners: usize) -> Result<()>;
-
-    /// Whether the cleaners and the checkpointer ask for a raised priority,
-    /// as the engine's do.
-    fn raise_priority(&self) -> bool;
-}
-
-/// What a [`SpacePolicy`] may see and do: the checkpoint age and its marks,
-/// flush batches, the checkpoint, and the engine's counters.
-pub struct Space<'a> {
-    engine: &'a Engine,
-}
 
 impl<'a> Space<'a> {
     pub(crate) fn new(engine: &'a Engine) -> Space<'a> {
