@@ -123,7 +123,7 @@ pub struct BenchOptions {
     pub io_capacity: u64,
     /// With `--workload oltp_*`: the log's capacity in bytes (InnoDB's
     /// `innodb_redo_log_capacity`, default 100 MiB; `--scenario seed-convoy`
-    /// uses 16 MiB unless this is given).
+    /// uses 64 MiB unless this is given).
     #[arg(long, default_value_t = DEFAULT_LOG_CAPACITY)]
     pub log_capacity: u64,
     /// With `--workload oltp_*`, measurement only: the page store writes
@@ -149,7 +149,7 @@ pub struct BenchOptions {
     #[arg(long, value_enum, default_value_t = DurabilityArg::Synced)]
     pub durability: DurabilityArg,
     /// Seconds per point (sysbench's `--time`; `--seconds` is an alias).
-    #[arg(long = "time", alias = "seconds", default_value_t = 2.0)]
+    #[arg(long = "time", alias = "seconds", default_value_t = crate::harness::run::DEFAULT_SECONDS)]
     pub seconds: f64,
     /// Rounds of interleaved points (the table reports medians).
     #[arg(long, default_value_t = 3)]

@@ -11,6 +11,9 @@ use super::device::Device;
 /// test checks the two agree).
 pub const DEFAULT_THREADS: [usize; 4] = [1, 4, 16, 64];
 
+/// The default `--time`, seconds per point.
+pub const DEFAULT_SECONDS: f64 = 2.0;
+
 /// The options every workload takes (`--threads`, `--time`, `--rounds`,
 /// `--device`, `--dir`, `--report-interval`, `--json`, `--plot`).
 #[derive(Clone, Debug)]
