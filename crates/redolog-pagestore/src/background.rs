@@ -26,9 +26,7 @@ impl Background {
         for cleaner in 0..cleaners {
             let engine = engine.clone();
             threads.push(std::thread::Builder::new().name(format!("page-cleaner-{cleaner}")).spawn(move || {
-                if engine.raises_priority() {
-                    engine.raise_priority();
-                }
+                engine.raise_priority();
                 while engine.wait_tick() {
                     // A failed write poisons the log; statements see it.
                     let _ = match &engine.policy {
@@ -40,9 +38,7 @@ impl Background {
         }
         let checkpointer = engine.clone();
         threads.push(std::thread::Builder::new().name("checkpointer".into()).spawn(move || {
-            if checkpointer.raises_priority() {
-                checkpointer.raise_priority();
-            }
+            checkpointer.raise_priority();
             while checkpointer.wait_tick() {
                 let _ = checkpointer.checkpoint();
             }

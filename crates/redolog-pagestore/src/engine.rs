@@ -186,8 +186,10 @@ impl Engine {
         self.policy.as_ref().is_none_or(|policy| policy.raise_priority())
     }
 
+    /// Asks for the background's raised priority for the calling thread,
+    /// unless a policy says its threads keep the inherited one.
     pub(crate) fn raise_priority(&self) {
-        if !raise_priority() {
+        if self.raises_priority() && !raise_priority() {
             self.priority_refused.store(true, Ordering::Relaxed);
         }
     }

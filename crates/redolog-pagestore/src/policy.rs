@@ -29,12 +29,6 @@ impl<'a> Space<'a> {
         self.engine.free_check_age
     }
 
-    /// Seven eighths of [`sync_age`](Self::sync_age), where the engine's
-    /// cleaners flush without their budget.
-    pub fn async_age(&self) -> u64 {
-        self.engine.async_age()
-    }
-
     /// The log's end LSN (InnoDB's `log_sys->lsn`).
     pub fn end_lsn(&self) -> Lsn {
         self.engine.log.end_lsn()
@@ -54,11 +48,6 @@ impl<'a> Space<'a> {
     /// Buffer pool instances.
     pub fn instances(&self) -> usize {
         self.engine.pool.instances()
-    }
-
-    /// Dirty pages over every instance.
-    pub fn dirty_pages(&self) -> usize {
-        self.engine.pool.dirty_pages()
     }
 
     /// Flushes one batch of `instance`'s oldest dirty pages — at most

@@ -107,9 +107,11 @@ impl Marks {
     }
 }
 
-/// The log's end less the oldest modification (0 when nothing is dirty).
-fn modified_age(space: &Space<'_>) -> u64 {
-    space.end_lsn().as_u64().saturating_sub(space.oldest_modification().as_u64())
+/// The oldest modification, and the log's end less it (0 when nothing is
+/// dirty): 5.6's modified age.
+fn modified_age(space: &Space<'_>) -> (Lsn, u64) {
+    let oldest = space.oldest_modification();
+    (oldest, space.end_lsn().as_u64().saturating_sub(oldest.as_u64()))
 }
 
 impl Mysql5610 {
@@ -118,8 +120,7 @@ impl Mysql5610 {
     fn checkpoint_margin(&self, space: &Space<'_>, marks: &Marks) -> Result<bool> {
         let mut waited = false;
         while self.check_flush_or_checkpoint.load(Ordering::Relaxed) {
-            let oldest = space.oldest_modification();
-            let age = space.end_lsn().as_u64().saturating_sub(oldest.as_u64());
+            let (oldest, age) = modified_age(space);
             // A flush is urgent: twice the overshoot, synchronously.
             let advance = if age > marks.modified_sync { 2 * (age - marks.modified_sync) } else { 0 };
             let checkpoint_age = space.checkpoint_age();
@@ -185,7 +186,7 @@ impl SpacePolicy for Mysql5610 {
         // modified-age sync mark, every thread must look.
         let checkpoint_age = space.checkpoint_age();
         if checkpoint_age > marks.modified_sync
-            && (modified_age(space) > marks.modified_sync || checkpoint_age > marks.checkpoint_async)
+            && (modified_age(space).1 > marks.modified_sync || checkpoint_age > marks.checkpoint_async)
         {
             self.check_flush_or_checkpoint.store(true, Ordering::Relaxed);
         }
