@@ -5,10 +5,11 @@
 //! measured over the last interval; the pipeline switches when two evaluations
 //! in a row choose the other one, so a single odd interval does not flip it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::clock::Moment;
 use crate::config::Pipeline;
 use crate::cpu::CpuMonitor;
 use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -96,7 +97,7 @@ fn choose(input: &AutoInput) -> Pipeline {
 struct AutoState {
     /// The condition of the row that decided last (for `Metrics`).
     pub(crate) reason: &'static str,
-    last_at: Option<Instant>,
+    last_at: Option<Moment>,
     last_wait_ns: u64,
     last_sync_wait_ns: u64,
     streak: u32,
@@ -202,7 +203,7 @@ impl Auto {
     /// Applies the rule table if the user asked for `Auto` and an evaluation
     /// is due; returns the pipeline to switch to, if any. Never blocks: a
     /// thread finding another one evaluating goes on.
-    pub(crate) fn evaluate(&self, now: Instant, cpu: &CpuMonitor, read: impl FnOnce() -> Readings) -> Option<Pipeline> {
+    pub(crate) fn evaluate(&self, now: Moment, cpu: &CpuMonitor, read: impl FnOnce() -> Readings) -> Option<Pipeline> {
         if self.requested.load(Ordering::Relaxed) != REQUESTED_AUTO {
             return None;
         }
@@ -219,15 +220,15 @@ impl Auto {
             state.last_sync_wait_ns = readings.sync_wait_ns;
             return None;
         };
-        let elapsed = now.saturating_duration_since(last_at);
-        if elapsed.is_zero() {
+        let elapsed_ns = now.ns_since(last_at);
+        if elapsed_ns == 0 {
             return None;
         }
         let waited_ns = readings.wait_ns.saturating_sub(state.last_wait_ns);
         let input = AutoInput {
             usable_cpus: cpu.sample().usable,
             sync_pass_us: readings.sync_pass_ns as f64 / 1000.0,
-            committers: waited_ns as f64 / elapsed.as_nanos() as f64,
+            committers: waited_ns as f64 / elapsed_ns as f64,
             sync_share: readings.sync_wait_ns.saturating_sub(state.last_sync_wait_ns) as f64 / waited_ns.max(1) as f64,
         };
         state.last_at = Some(now);

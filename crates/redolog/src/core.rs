@@ -13,11 +13,11 @@
 //! the sync role).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::append::Appender;
 use crate::auto::{Auto, Readings};
 use crate::checkpoint::Checkpoints;
+use crate::clock::Moment;
 use crate::closed::Closer;
 use crate::config::{Config, Durability, Pipeline};
 use crate::cpu::CpuMonitor;
@@ -214,16 +214,16 @@ impl Core {
             self.metrics.commit_wait_us.record_us(0);
             return self.stages.check();
         }
-        let started = Instant::now();
+        let started = Moment::now();
         let result = match durability {
             Durability::Written => self.stages.wait_written(self, lsn, Site::Write),
             _ => self.stages.wait_synced(self, lsn),
         };
-        let waited = started.elapsed();
-        self.metrics.commit_wait_us.record_us(waited.as_micros() as u64);
-        self.metrics.commit_wait_ns.add(waited.as_nanos() as u64);
+        let waited_ns = Moment::now().ns_since(started);
+        self.metrics.commit_wait_us.record_us(waited_ns / 1000);
+        self.metrics.commit_wait_ns.add(waited_ns);
         if durability == Durability::Synced {
-            self.metrics.commit_sync_wait_ns.add(waited.as_nanos() as u64);
+            self.metrics.commit_sync_wait_ns.add(waited_ns);
         }
         result
     }
@@ -370,13 +370,13 @@ impl Port for Core {
         Ok(())
     }
 
-    fn sync(&self, range: (Lsn, Lsn), started: Instant) -> std::result::Result<Instant, IoFailure> {
+    fn sync(&self, range: (Lsn, Lsn), started: Moment) -> std::result::Result<Moment, IoFailure> {
         // The gate, shared: a resize's switch waits for the fdatasyncs.
         let files = self.files.read();
-        let fsyncs = files.sync_range(range, started, |elapsed| {
-            self.metrics.fsync_us.record_us(elapsed.as_micros() as u64);
+        let fsyncs = files.sync_range(range, started, |elapsed_ns| {
+            self.metrics.fsync_us.record_us(elapsed_ns / 1000);
             // The sync role's own counter (one syncer at a time).
-            self.metrics.fsync_ns.add_as_sole_writer(elapsed.as_nanos() as u64);
+            self.metrics.fsync_ns.add_as_sole_writer(elapsed_ns);
         })?;
         self.metrics.fsyncs.add(fsyncs.calls);
         Ok(fsyncs.finished)
@@ -408,7 +408,7 @@ impl Port for Core {
     /// The CPU monitor's sample and `Auto`'s decision, each at most every
     /// 100 ms; what `Auto` reads is read only when it is due. Otherwise two
     /// loads.
-    fn tick(&self, now: Instant) {
+    fn tick(&self, now: Moment) {
         self.cpu.maybe_sample(now);
         // Asynchronous waiters switched the log to its log threads (INV-27);
         // a log set to group commit goes back once none came for a whole

@@ -11,10 +11,11 @@
 //! quota is noticed.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::clock::Moment;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
 /// How often the process's CPU use is sampled.
@@ -141,9 +142,9 @@ pub(crate) struct CpuSample {
 }
 
 struct MonitorState {
-    last_at: Instant,
+    last_at: Moment,
     last_cpu: Duration,
-    limits_at: Instant,
+    limits_at: Moment,
 }
 
 /// Samples the process's CPU use every 100 ms and its CPU limits every second.
@@ -151,8 +152,7 @@ struct MonitorState {
 /// the interval (a commit-pipeline leader): no thread of its own.
 pub(crate) struct CpuMonitor {
     root: PathBuf,
-    epoch: Instant,
-    /// Nanoseconds since `epoch` at which the next sample is due.
+    /// The `Moment` (as ns) at which the next sample is due.
     next_sample_ns: AtomicU64,
     /// `usable` × 1000.
     usable_milli: AtomicU64,
@@ -167,43 +167,39 @@ impl CpuMonitor {
 
     /// A monitor reading `/proc` and the cgroup mounts under `root`.
     pub(crate) fn with_root(root: PathBuf) -> Self {
-        let now = Instant::now();
+        let now = Moment::now();
         let usable = usable_cpus(&root);
         CpuMonitor {
             root,
-            epoch: now,
-            next_sample_ns: AtomicU64::new(SAMPLE_INTERVAL.as_nanos() as u64),
+            next_sample_ns: AtomicU64::new(now.after(SAMPLE_INTERVAL).as_ns()),
             usable_milli: AtomicU64::new((usable * 1000.0) as u64),
             busy_pct: AtomicU64::new(0),
             state: Mutex::new(MonitorState { last_at: now, last_cpu: process_cpu_time(), limits_at: now }),
         }
     }
 
-    /// Whether periodic work keyed by `due_ns` (ns since the monitor's epoch) is
-    /// due at `now`; if so, claims it for `every` — one caller wins. Cheap when
-    /// not due: one relaxed load.
-    pub(crate) fn due(&self, due_ns: &AtomicU64, now: Instant, every: Duration) -> bool {
-        let now_ns = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+    /// Whether periodic work keyed by `due_ns` (the `Moment` it is due at, as
+    /// ns; 0: at once) is due at `now`; if so, claims it for `every` — one
+    /// caller wins. Cheap when not due: one relaxed load and a compare.
+    pub(crate) fn due(&self, due_ns: &AtomicU64, now: Moment, every: Duration) -> bool {
         // Relaxed: a schedule, not a publication; the work itself synchronises.
         let due = due_ns.load(Ordering::Relaxed);
-        now_ns >= due
-            && due_ns
-                .compare_exchange(due, now_ns + every.as_nanos() as u64, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+        now.as_ns() >= due
+            && due_ns.compare_exchange(due, now.after(every).as_ns(), Ordering::Relaxed, Ordering::Relaxed).is_ok()
     }
 
     /// Takes a sample if one is due. Cheap otherwise: one relaxed load.
-    pub(crate) fn maybe_sample(&self, now: Instant) {
+    pub(crate) fn maybe_sample(&self, now: Moment) {
         if !self.due(&self.next_sample_ns, now, SAMPLE_INTERVAL) {
             return;
         }
         let Some(mut state) = self.state.try_lock() else { return };
-        if now.saturating_duration_since(state.limits_at) >= LIMITS_INTERVAL {
+        if Duration::from_nanos(now.ns_since(state.limits_at)) >= LIMITS_INTERVAL {
             state.limits_at = now;
             self.usable_milli.store((usable_cpus(&self.root) * 1000.0) as u64, Ordering::Relaxed);
         }
         let cpu = process_cpu_time();
-        let wall = now.saturating_duration_since(state.last_at);
+        let wall = Duration::from_nanos(now.ns_since(state.last_at));
         if wall.is_zero() {
             return;
         }
@@ -314,7 +310,7 @@ mod tests {
         assert!(!monitor.spin_allowed());
         assert_eq!(monitor.spinners_max(), 0);
         write(root, "sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_quota_us", "400000\n");
-        monitor.maybe_sample(Instant::now() + LIMITS_INTERVAL + SAMPLE_INTERVAL);
+        monitor.maybe_sample(Moment::now().after(LIMITS_INTERVAL + SAMPLE_INTERVAL));
         let expected = 4.0f64.min(affinity_cpus().unwrap_or(1.0));
         assert_eq!(monitor.sample().usable, expected);
     }

@@ -39,6 +39,7 @@ mod auto;
 pub mod bench_internals;
 mod buffer;
 mod checkpoint;
+mod clock;
 mod closed;
 mod config;
 mod consumer;

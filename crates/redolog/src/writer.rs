@@ -7,9 +7,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use crate::buffer::RingBuffer;
+use crate::clock::Moment;
 use crate::error::IoFailure;
 use crate::failpoint::failpoint;
 use crate::format::{BlockHeader, BlockSeal, BLOCK_BYTES, BLOCK_HEADER_BYTES};
@@ -69,8 +69,8 @@ impl Files {
     pub(crate) fn sync_range(
         &self,
         (from, to): (Lsn, Lsn),
-        started: Instant,
-        mut on_sync: impl FnMut(Duration),
+        started: Moment,
+        mut on_sync: impl FnMut(u64),
     ) -> Result<SyncDone, IoFailure> {
         debug_assert!(from < to);
         let mut done = SyncDone { calls: 0, finished: started };
@@ -79,8 +79,8 @@ impl Files {
             // A failure is never retried (INV-6): the caller poisons the log.
             let result = failpoint("writer.sync").and_then(|()| self.handles[file_index].sync_data());
             result.map_err(|source| IoFailure { op: "fdatasync", path: self.paths[file_index].clone(), source })?;
-            let now = Instant::now();
-            on_sync(now - done.finished);
+            let now = Moment::now();
+            on_sync(now.ns_since(done.finished));
             done.finished = now;
             done.calls += 1;
         }
@@ -92,7 +92,7 @@ impl Files {
 pub(crate) struct SyncDone {
     pub(crate) calls: u64,
     /// When the last fdatasync returned.
-    pub(crate) finished: Instant,
+    pub(crate) finished: Moment,
 }
 
 /// The state the write role owns.

@@ -36,6 +36,9 @@ mod geometry;
 #[path = "../src/lsn.rs"]
 mod lsn;
 
+#[path = "../src/clock.rs"]
+mod clock;
+
 #[path = "common/loom_lot.rs"]
 mod loom_lot;
 

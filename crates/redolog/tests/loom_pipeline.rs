@@ -30,7 +30,7 @@
 mod common;
 
 // The modules of the crate that `src/pipeline/` imports, on loom: the `sync`
-// shim, and the crate's own `geometry`, `lsn`, `error` and `wait` files.
+// shim, and the crate's own `geometry`, `lsn`, `error`, `clock` and `wait` files.
 
 /// The `crate::sync` shim, on loom.
 mod sync {
@@ -65,6 +65,9 @@ mod lsn;
 #[path = "../src/error.rs"]
 mod error;
 
+#[path = "../src/clock.rs"]
+mod clock;
+
 #[path = "../src/wait/event.rs"]
 mod event;
 
@@ -86,8 +89,7 @@ mod link_buf;
 #[path = "../src/closed.rs"]
 mod closed;
 
-use std::time::Instant;
-
+use clock::Moment;
 use error::IoFailure;
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use loom::sync::Arc;
@@ -152,12 +154,12 @@ impl Port for Log {
         Ok(())
     }
 
-    fn sync(&self, _range: (Lsn, Lsn), _started: Instant) -> Result<Instant, IoFailure> {
+    fn sync(&self, _range: (Lsn, Lsn), _started: Moment) -> Result<Moment, IoFailure> {
         if self.fail_sync.swap(false, SeqCst) {
             let source = std::io::Error::other("injected");
             return Err(IoFailure { op: "fdatasync", path: "model".into(), source });
         }
-        Ok(Instant::now())
+        Ok(Moment::now())
     }
 
     fn count_wait(&self, _site: Site, _had_to_wait: bool, _waited: Waited) {}
@@ -166,7 +168,7 @@ impl Port for Log {
         Spin::NONE
     }
 
-    fn tick(&self, _now: Instant) {}
+    fn tick(&self, _now: Moment) {}
 }
 
 impl Log {

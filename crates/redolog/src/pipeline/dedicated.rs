@@ -22,10 +22,9 @@
 //! (kicking a successor, INV-11) and waits on `mode_events`. Both threads run
 //! one loop, `run_log_thread`; only their pass differs.
 
-use std::time::Instant;
-
 use super::stage::Stage;
 use super::{Leader, Port, Site, Stages};
+use crate::clock::Moment;
 use crate::error::Result;
 use crate::wait::Waited;
 
@@ -89,7 +88,7 @@ impl<W> Stages<W> {
         // everything written.
         let (synced, written) = (self.synced(), self.written());
         if written > synced {
-            let now = Instant::now();
+            let now = Moment::now();
             self.sync_written(port, (synced, written), now, now)?;
             leader.covered(synced, written);
         }
@@ -109,7 +108,7 @@ impl<W> Stages<W> {
                 return Ok(Hold::LetGo);
             }
             port.count_wait(Site::LogFlusher, false, Waited::default());
-            let now = Instant::now();
+            let now = Moment::now();
             self.sync_written(port, (synced, written), now, now)?;
             self.sync.wake_covered(synced, written);
             Ok(Hold::Keep)

@@ -19,10 +19,9 @@
 //! successor (INV-11), or the poisoner. The two roles are separate, so the next
 //! group is written while the previous one's fdatasync is in flight.
 
-use std::time::Instant;
-
 use super::stage::Stage;
 use super::{Leader, Port, Site, Stages};
+use crate::clock::Moment;
 use crate::error::{Error, Result};
 use crate::lsn::{BlockNo, Lsn};
 use crate::wait::{Spin, Waited};
@@ -191,7 +190,7 @@ impl<W> Stages<W> {
             return Ok(if synced >= target { Pass::Stop } else { Pass::NeedsWrite });
         }
         let (pass_started, sync_started) = wrote_at.unwrap_or_else(|| {
-            let now = Instant::now();
+            let now = Moment::now();
             (now, now)
         });
         self.sync_written(port, (synced, written), pass_started, sync_started)?;
@@ -218,7 +217,7 @@ impl<W> Stages<W> {
         writer: &mut W,
         written: Lsn,
         ready: Lsn,
-    ) -> Result<Option<(Lsn, (Instant, Instant))>> {
+    ) -> Result<Option<(Lsn, (Moment, Moment))>> {
         let gate = port.gate();
         let upto = self.writable_end(port, written, ready);
         if upto <= written {
@@ -265,7 +264,7 @@ impl<W> Stages<W> {
         gate: &P::Gate<'_>,
         writer: &mut W,
         (written, upto): (Lsn, Lsn),
-    ) -> Result<(Instant, Instant)> {
+    ) -> Result<(Moment, Moment)> {
         // Where the stages meet, checked on every pass (a pass costs a system
         // call; these cost a few loads). A failure panics under the write role,
         // which poisons the log (INV-6) rather than write what it must not.
@@ -281,12 +280,12 @@ impl<W> Stages<W> {
             self.unsynced_blocks(),
             self.synced()
         );
-        let started = Instant::now();
+        let started = Moment::now();
         port.write(gate, writer, (written, upto), self.synced()).map_err(|failure| self.poison(failure))?;
         // INV-4; it also hands ring space back to appenders.
         self.write.advance(written, upto);
-        let finished = Instant::now();
-        self.write.pass.record(finished - started);
+        let finished = Moment::now();
+        self.write.pass.record(finished.ns_since(started));
         port.tick(finished);
         Ok((started, finished))
     }
@@ -294,7 +293,7 @@ impl<W> Stages<W> {
     /// Before a sync: write everything ready, if the write role is free. Never
     /// waits (the caller holds the sync role, INV-8's lock order). Returns when
     /// the write started and finished, if it wrote.
-    fn write_ready_if_free<P: Port<Writer = W>>(&self, port: &P) -> Result<Option<(Instant, Instant)>> {
+    fn write_ready_if_free<P: Port<Writer = W>>(&self, port: &P) -> Result<Option<(Moment, Moment)>> {
         if port.ready() <= self.written() {
             return Ok(None);
         }
@@ -317,8 +316,8 @@ impl<W> Stages<W> {
         &self,
         port: &P,
         (synced, written): (Lsn, Lsn),
-        pass_started: Instant,
-        sync_started: Instant,
+        pass_started: Moment,
+        sync_started: Moment,
     ) -> Result<()> {
         assert!(
             synced < written && written <= self.written(),
@@ -327,7 +326,7 @@ impl<W> Stages<W> {
         let finished = port.sync((synced, written), sync_started).map_err(|failure| self.poison(failure))?;
         // INV-5: only after every fdatasync covering [synced, written) returned Ok.
         self.sync.advance(synced, written);
-        self.sync.pass.record(finished - pass_started);
+        self.sync.pass.record(finished.ns_since(pass_started));
         self.tail_events.notify_all();
         Ok(())
     }

@@ -27,6 +27,7 @@ use std::time::Instant;
 use crossbeam_utils::CachePadded;
 use parking_lot::MutexGuard;
 
+use crate::clock::Moment;
 use crate::error::{Error, IoFailure, Result};
 use crate::lsn::{BlockNo, Lsn};
 use crate::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering};
@@ -111,14 +112,14 @@ pub(crate) trait Port {
     ) -> std::result::Result<(), IoFailure>;
     /// fdatasyncs `[from, to)`; the sync began at `started`. Returns when it
     /// finished.
-    fn sync(&self, range: (Lsn, Lsn), started: Instant) -> std::result::Result<Instant, IoFailure>;
+    fn sync(&self, range: (Lsn, Lsn), started: Moment) -> std::result::Result<Moment, IoFailure>;
     /// A wait at `site` ended (`had_to_wait`: it did not find its value at once).
     fn count_wait(&self, site: Site, had_to_wait: bool, waited: Waited);
     /// How a thread waiting on a pass of `pass` may spin (§1.10).
     fn spin_for(&self, pass: &PassTime) -> Spin;
     /// Periodic work after a write pass (the CPU monitor, `Auto`); cheap when
     /// nothing is due.
-    fn tick(&self, now: Instant);
+    fn tick(&self, now: Moment);
 }
 
 /// The first I/O failure, kept to report on every later call (INV-6).

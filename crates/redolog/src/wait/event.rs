@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use parking_lot_core::{FilterOp, ParkResult, ParkToken, UnparkToken, DEFAULT_UNPARK_TOKEN};
 
+use crate::clock::Moment;
 use crate::geometry::BLOCK_BYTES;
 use crate::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::sync::ParkingLot;
@@ -57,8 +58,8 @@ pub(crate) struct PassTime {
 
 impl PassTime {
     /// Records one pass. Relaxed: an estimate, never used to synchronise.
-    pub(crate) fn record(&self, elapsed: Duration) {
-        let sample = elapsed.as_nanos().min(u128::from(u64::MAX / 8)) as u64;
+    pub(crate) fn record(&self, elapsed_ns: u64) {
+        let sample = elapsed_ns.min(u64::MAX / 8);
         let old = self.ema_ns.load(Ordering::Relaxed);
         let new = if old == 0 { sample } else { old - old / 8 + sample / 8 };
         self.ema_ns.store(new, Ordering::Relaxed);
@@ -132,24 +133,24 @@ fn spin(policy: Spin, ready: &impl Fn() -> bool, waited: &mut Waited) -> bool {
     let admitted = SPINNERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < policy.spinners_max;
     let mut outcome = ready();
     if admitted && !outcome {
-        let started = Instant::now();
-        let deadline = started + policy.budget;
+        let started = Moment::now();
+        let deadline = started.after(policy.budget);
         let mut now = started;
         while !outcome {
             waited.spins += 1;
             spin_loop();
             outcome = ready();
             if waited.spins % 16 == 0 {
-                now = Instant::now();
+                now = Moment::now();
                 if now >= deadline {
                     break;
                 }
             }
         }
         if outcome {
-            now = Instant::now();
+            now = Moment::now();
         }
-        waited.spin_ns += (now - started).as_nanos() as u64;
+        waited.spin_ns += now.ns_since(started);
     }
     SPINNERS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     outcome
