@@ -164,6 +164,11 @@ impl Appender {
         &self.ring
     }
 
+    /// The link buffer that publishes `ready` (the closed LSN's sits beside it).
+    pub(crate) fn link(&self) -> &LinkBuf {
+        &self.link
+    }
+
     /// End of the completed prefix: every byte before it is copied (INV-2).
     pub(crate) fn ready(&self) -> Lsn {
         Lsn(self.link.tail())

@@ -29,10 +29,13 @@ pub(crate) struct Closer {
 
 impl Closer {
     /// A closer whose prefix ends at `end` (everything before it closed), with
-    /// a window of `window_bytes` (a power of two, at least a granule).
-    pub(crate) fn new(window_bytes: u64, end: Lsn) -> Self {
+    /// a window of `window_bytes` (a power of two, at least a granule). Its
+    /// tail sits on the head line of `ready`'s link buffer (`LinkBuf::beside`):
+    /// an append then finds the reservation counter, `ready`'s tail and the
+    /// closed tail on one cache line.
+    pub(crate) fn beside(ready: &LinkBuf, window_bytes: u64, end: Lsn) -> Self {
         let slots = (window_bytes >> crate::link_buf::GRANULE_SHIFT).max(1) as usize;
-        Closer { links: LinkBuf::new(slots, end.0, 0) }
+        Closer { links: ready.beside(slots, end.0) }
     }
 
     /// Every group that ends at or before this LSN is closed (INV-21).

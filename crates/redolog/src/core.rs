@@ -107,8 +107,9 @@ impl Core {
             (log_id, session),
             (files.handles[0].clone(), files.paths[0].clone()),
         );
+        let closer = Closer::beside(appender.link(), config.closed_window(), start.end);
         Core {
-            closer: Closer::new(config.closed_window(), start.end),
+            closer,
             stages: Stages::new(start.end, Writer::new(), unsynced_blocks, config.pipeline == Pipeline::Dedicated),
             appender,
             checkpoints,

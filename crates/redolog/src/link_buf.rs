@@ -6,7 +6,10 @@
 //! start in one granule. Slot `i` serves the granules congruent to `i` modulo the
 //! capacity. Any thread may advance the tail
 //! (no closer thread). The model `tests/loom_link_buf.rs` compiles this very file
-//! against loom, so it may use only `crate::sync` and `core`.
+//! against loom, so it may use only `crate::sync`, `core` and the `Arc` that
+//! shares a head line (built before any thread sees it).
+
+use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
@@ -22,19 +25,22 @@ pub(crate) const GRANULE_SHIFT: u32 = 3;
 pub(crate) struct LinkBuf {
     slots: Box<[AtomicU64]>,
     mask: u64,
-    /// The end of the longest completed prefix, and the owner's reservation
-    /// counter, on one cache line (`Head`).
-    head: CachePadded<Head>,
+    /// The end of the longest completed prefix, the owner's reservation
+    /// counter and a second buffer's tail, on one cache line (`Head`).
+    head: Arc<CachePadded<Head>>,
+    /// Which of the head's tails is this buffer's.
+    which: usize,
 }
 
 /// Every append reserves with a read-modify-write of the reservation counter,
-/// then reads and usually moves the tail, then reads the counter again (`add`).
-/// On two cores each of those found the line in the other core's cache: three
-/// transfers of ~200 ns per append on separate lines; on one line the later
-/// two usually hit (docs/DESIGN.md §1.4).
+/// then reads and usually moves the tail, then reads the counter again (`add`);
+/// a committed group then does the same with the closed LSN's tail (the
+/// second buffer, `beside`). On two cores each of those found its line in the
+/// other core's cache: a transfer of ~200 ns per line per append; on one line
+/// the later accesses usually hit (docs/DESIGN.md §1.4).
 struct Head {
-    tail: AtomicU64,
     reserved: AtomicU64,
+    tails: [AtomicU64; 2],
 }
 
 impl LinkBuf {
@@ -44,8 +50,29 @@ impl LinkBuf {
     pub(crate) fn new(capacity: usize, start: u64, reserved: u64) -> Self {
         assert!(capacity.is_power_of_two(), "link buffer capacity {capacity} is not a power of two");
         let slots = (0..capacity).map(|_| AtomicU64::new(0)).collect();
-        let head = Head { tail: AtomicU64::new(start), reserved: AtomicU64::new(reserved) };
-        LinkBuf { slots, mask: capacity as u64 - 1, head: CachePadded::new(head) }
+        let head = Head { reserved: AtomicU64::new(reserved), tails: [AtomicU64::new(start), AtomicU64::new(0)] };
+        LinkBuf { slots, mask: capacity as u64 - 1, head: Arc::new(CachePadded::new(head)), which: 0 }
+    }
+
+    /// A second buffer of `capacity` slots whose prefix ends at `start`, with
+    /// its tail on this buffer's head line (the closed LSN beside `ready`,
+    /// §1.4 "The head line"). Its `add`s read this buffer's reservation
+    /// counter through their `reserved_end`, which then hits the same line.
+    /// Call it before any thread uses this buffer, and once.
+    pub(crate) fn beside(&self, capacity: usize, start: u64) -> Self {
+        assert!(capacity.is_power_of_two(), "link buffer capacity {capacity} is not a power of two");
+        assert_eq!(self.which, 0, "a head line holds two tails");
+        // Relaxed: the buffer is not shared yet; whoever shares it publishes it.
+        self.head.tails[1].store(start, Ordering::Relaxed);
+        let slots = (0..capacity).map(|_| AtomicU64::new(0)).collect();
+        LinkBuf { slots, mask: capacity as u64 - 1, head: self.head.clone(), which: 1 }
+    }
+
+    /// This buffer's tail on the head line.
+    #[inline]
+    fn tail_cell(&self) -> &AtomicU64 {
+        // `& 1`: no bounds check on the append path (`which` is 0 or 1).
+        &self.head.tails[self.which & 1]
     }
 
     /// The owner's reservation counter, kept on the tail's cache line. The link
@@ -57,7 +84,7 @@ impl LinkBuf {
     /// The end of the longest completed prefix (`ready_lsn`).
     pub(crate) fn tail(&self) -> u64 {
         // SeqCst: pairs with the tail store/CAS in `advance` (INV-2, INV-10).
-        self.head.tail.load(Ordering::SeqCst)
+        self.tail_cell().load(Ordering::SeqCst)
     }
 
     /// Whether a link starting at `from` can be recorded without overwriting a
@@ -107,10 +134,11 @@ impl LinkBuf {
         // Fast path: we are the head. Nobody else can move the tail while it sits
         // at `from` (our link is the only one that starts there and it is not in
         // its slot), so a plain store suffices.
-        if self.head.tail.load(Ordering::Acquire) == from {
+        let tail = self.tail_cell();
+        if tail.load(Ordering::Acquire) == from {
             // Release: the ring bytes of our link happen-before any reader that
             // sees the new tail (INV-2).
-            self.head.tail.store(to, Ordering::Release);
+            tail.store(to, Ordering::Release);
             // F2: store-buffering with the appender of the link that starts at
             // `to`, which reserved (then F1) before it reads the tail. Either
             // our read of the reservation counter sees its reservation, and we
@@ -135,7 +163,7 @@ impl LinkBuf {
     /// Consumes completed links at the tail. Returns the stretch this call moved
     /// the tail by, if any.
     pub(crate) fn advance(&self) -> Option<(u64, u64)> {
-        self.advance_from(self.head.tail.load(Ordering::Acquire))
+        self.advance_from(self.tail_cell().load(Ordering::Acquire))
     }
 
     /// `advance`, starting from a tail value the caller just read or stored.
@@ -157,7 +185,7 @@ impl LinkBuf {
             }
             // AcqRel: Release publishes the consumed link's bytes to readers of
             // the tail; Acquire orders our next slot read after a competing move.
-            match self.head.tail.compare_exchange(tail, next, Ordering::AcqRel, Ordering::Acquire) {
+            match self.tail_cell().compare_exchange(tail, next, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     moved = Some((moved.map_or(tail, |(old, _)| old), next));
                     // F4: pairs with F3 of the appender whose slot we read next.

@@ -110,3 +110,32 @@ fn a_reader_never_sees_the_tail_past_a_hole() {
         assert_eq!(links.tail(), 48);
     });
 }
+
+/// `ready` and the closed LSN on one head line (`LinkBuf::beside`), as an
+/// append and its close use them: each appender reserves on the counter the
+/// line holds, publishes its group to `ready` (with F1), then closes it in
+/// the second buffer (F1 served by the first add). Sharing the line must not
+/// mix the two tails: both reach the end of every reservation, and the
+/// closed tail never passes `ready`'s (a group is closed after it is ready).
+#[test]
+fn two_buffers_on_one_head_line_keep_their_tails_apart() {
+    check(|| {
+        let ready = Arc::new(LinkBuf::new(16, 0, 0));
+        let closed = Arc::new(ready.beside(16, 0));
+        let group = |ready: &LinkBuf, closed: &LinkBuf, len: u64| {
+            let from = ready.reserved().fetch_add(len, Ordering::SeqCst);
+            let to = from + len;
+            ready.add(from, to, || ready.reserved().load(Ordering::SeqCst));
+            closed.add_after_fence(from, to, || ready.reserved().load(Ordering::SeqCst));
+            assert!(closed.tail() <= ready.tail(), "the closed tail passed ready's");
+        };
+        let other = {
+            let (ready, closed) = (ready.clone(), closed.clone());
+            loom::thread::spawn(move || group(&ready, &closed, 24))
+        };
+        group(&ready, &closed, 16);
+        other.join().expect("appender");
+        assert_eq!(ready.tail(), 40, "ready stopped short");
+        assert_eq!(closed.tail(), 40, "the closed LSN stopped short");
+    });
+}

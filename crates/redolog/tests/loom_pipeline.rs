@@ -532,8 +532,9 @@ fn an_appender_leading_writes_never_waits_for_its_own_bytes() {
 fn a_closed_window_waiter_is_woken(poison: bool) {
     check(move || {
         let log = Arc::new(Log::new(GROUP));
-        let closer = Arc::new(closed::Closer::new(8, at(0)));
         let (a, b) = ((at(0), Lsn(at(0).0 + 8)), (Lsn(at(0).0 + 8), Lsn(at(0).0 + 16)));
+        // Beside `ready`'s link buffer, as in the log (both groups reserved).
+        let closer = Arc::new(closed::Closer::beside(&link_buf::LinkBuf::new(16, at(0).0, b.1 .0), 8, at(0)));
         let reserved = move || b.1 .0;
         let other = {
             let (log, closer) = (log.clone(), closer.clone());
