@@ -1,7 +1,7 @@
 //! The engine's background threads (docs/PAGESTORE.md §10): the page
 //! cleaners, one per instance up to InnoDB's default of four (`cleaners.rs`
-//! has their work), and the checkpointer, at a raised priority; or the cleaners a benchmark's policy asks for
-//! (`policy.rs`).
+//! has their work), and the checkpointer, at a raised priority; or the
+//! cleaners a benchmark's policy asks for (`policy.rs`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -48,10 +48,16 @@ impl LinkBuf {
     /// it reaches `capacity << GRANULE_SHIFT` positions past the tail.
     /// `reserved` starts the reservation counter (see [`LinkBuf::reserved`]).
     pub(crate) fn new(capacity: usize, start: u64, reserved: u64) -> Self {
+        let head = Head { reserved: AtomicU64::new(reserved), tails: [AtomicU64::new(start), AtomicU64::new(0)] };
+        Self::with_head(capacity, Arc::new(CachePadded::new(head)), 0)
+    }
+
+    /// A buffer of `capacity` slots (a power of two) whose tail is
+    /// `head.tails[which]`.
+    fn with_head(capacity: usize, head: Arc<CachePadded<Head>>, which: usize) -> Self {
         assert!(capacity.is_power_of_two(), "link buffer capacity {capacity} is not a power of two");
         let slots = (0..capacity).map(|_| AtomicU64::new(0)).collect();
-        let head = Head { reserved: AtomicU64::new(reserved), tails: [AtomicU64::new(start), AtomicU64::new(0)] };
-        LinkBuf { slots, mask: capacity as u64 - 1, head: Arc::new(CachePadded::new(head)), which: 0 }
+        LinkBuf { slots, mask: capacity as u64 - 1, head, which }
     }
 
     /// A second buffer of `capacity` slots whose prefix ends at `start`, with
@@ -60,12 +66,10 @@ impl LinkBuf {
     /// counter through their `reserved_end`, which then hits the same line.
     /// Call it before any thread uses this buffer, and once.
     pub(crate) fn beside(&self, capacity: usize, start: u64) -> Self {
-        assert!(capacity.is_power_of_two(), "link buffer capacity {capacity} is not a power of two");
         assert_eq!(self.which, 0, "a head line holds two tails");
         // Relaxed: the buffer is not shared yet; whoever shares it publishes it.
         self.head.tails[1].store(start, Ordering::Relaxed);
-        let slots = (0..capacity).map(|_| AtomicU64::new(0)).collect();
-        LinkBuf { slots, mask: capacity as u64 - 1, head: self.head.clone(), which: 1 }
+        Self::with_head(capacity, self.head.clone(), 1)
     }
 
     /// This buffer's tail on the head line.
