@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use crate::append::Appender;
+use crate::append::{Appender, Moved};
 use crate::auto::{Auto, Readings};
 use crate::checkpoint::Checkpoints;
 use crate::clock::Moment;
@@ -129,45 +129,39 @@ impl Core {
 
     /// Appends one group and closes it at once; returns its end LSN.
     pub(crate) fn append_group(&self, records: &[&[u8]]) -> Result<(Lsn, Lsn)> {
+        let (start, end, ready_moved) = self.begin_group(records)?;
+        self.close_group((start, end), ready_moved);
+        Ok((start, end))
+    }
+
+    /// Appends one group and waits for space in the closed window (§1.13).
+    /// Returns the group's range and the notice of the move of `ready` its
+    /// publish made, which the caller gives when it closes the group
+    /// (`close_group`): nobody is woken while the group holds the closed
+    /// window (INV-39).
+    pub(crate) fn begin_group(&self, records: &[&[u8]]) -> Result<(Lsn, Lsn, Moved)> {
         let (start, end, mut ready_moved) = self.appender.append_group(records, &self.stages, self, &self.metrics)?;
         if !self.closer.has_space(start) {
-            // The window is full: the writer must not wait for our notice
-            // while we wait for the groups before ours to close.
+            // The window is full: nobody may wait for our notice while we
+            // wait for the groups before ours to close (they may wait for
+            // ring space, hence for the writer).
             if let Some((old, new)) = ready_moved.take() {
                 self.stages.ready_moved(old, new);
             }
-            self.wait_for_window(start)?;
+            if let Some(waited) = self.closer.wait_for_window(start, &self.stages)? {
+                self.metrics.on_recent_closed.record(true, waited);
+            }
         }
-        // One notification covers both tails' moves.
-        let closed_moved = self.closer.close((start, end), || self.appender.reserved_end().0);
+        Ok((start, end, ready_moved))
+    }
+
+    /// Closes a group `begin_group` returned (INV-21), then gives one notice
+    /// for the move of `ready` its publish made (`begin_group` kept it) and
+    /// the closed tail's: the writer and the groups waiting for window space
+    /// wake only now (INV-39).
+    pub(crate) fn close_group(&self, range: (Lsn, Lsn), ready_moved: Moved) {
+        let closed_moved = self.closer.close(range, || self.appender.reserved_end().0);
         if let Some((old, new)) = merge(ready_moved, closed_moved) {
-            self.stages.ready_moved(old, new);
-        }
-        Ok((start, end))
-    }
-
-    /// Appends one group and waits for space in the closed window; returns
-    /// its range, which the caller closes with `close_group` (§1.13).
-    pub(crate) fn begin_group(&self, records: &[&[u8]]) -> Result<(Lsn, Lsn)> {
-        let (start, end, ready_moved) = self.appender.append_group(records, &self.stages, self, &self.metrics)?;
-        if let Some((old, new)) = ready_moved {
-            self.stages.ready_moved(old, new);
-        }
-        self.wait_for_window(start)?;
-        Ok((start, end))
-    }
-
-    fn wait_for_window(&self, start: Lsn) -> Result<()> {
-        if let Some(waited) = self.closer.wait_for_window(start, &self.stages)? {
-            self.metrics.on_recent_closed.record(true, waited);
-        }
-        Ok(())
-    }
-
-    /// Closes a group `begin_group` returned (INV-21), and wakes the groups
-    /// waiting for window space that the close made.
-    pub(crate) fn close_group(&self, range: (Lsn, Lsn)) {
-        if let Some((old, new)) = self.closer.close(range, || self.appender.reserved_end().0) {
             self.stages.ready_moved(old, new);
         }
     }
@@ -435,7 +429,7 @@ impl Port for Core {
 
 /// One stretch covering two tail moves (either may be absent): one
 /// notification wakes the waiters of both.
-fn merge(a: Option<(Lsn, Lsn)>, b: Option<(Lsn, Lsn)>) -> Option<(Lsn, Lsn)> {
+fn merge(a: Moved, b: Moved) -> Moved {
     match (a, b) {
         (Some((a_old, a_new)), Some((b_old, b_new))) => Some((a_old.min(b_old), a_new.max(b_new))),
         (one, None) | (None, one) => one,

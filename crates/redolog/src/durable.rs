@@ -210,6 +210,9 @@ impl Log {
                 }
             }
         }
+        // INV-39: the pass that completes it may wait for a notice an open
+        // mini-transaction keeps, perhaps this thread's own.
+        stages.nudge_ready(self.core());
         self.core().async_seen.store(true, Ordering::Relaxed);
         None
     }

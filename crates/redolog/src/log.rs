@@ -458,7 +458,11 @@ impl Log {
     /// its flush lists and `closed_lsn()` never misses its pages. Dropping it
     /// closes it (a panic cannot stall the closed LSN). Do not begin another
     /// group on the same thread while holding one open: with a small window it
-    /// would wait for itself.
+    /// would wait for itself. Nor block, while it is open, on anything another
+    /// thread holds while it waits on this log: the open group holds back the
+    /// closed LSN (so every checkpoint), and the log writer learns of its
+    /// bytes only when it closes (INV-39: nobody is woken inside the window).
+    /// Waiting on the log itself is fine: a waiter wakes the writer.
     ///
     /// ```
     /// # use redolog::{Config, Durability, Log};
@@ -473,8 +477,8 @@ impl Log {
     /// log.wait(end, Durability::Synced).unwrap();
     /// ```
     pub fn begin_group(&self, records: &[&[u8]]) -> Result<MiniTransaction<'_>> {
-        let (start, end) = self.core.begin_group(records)?;
-        Ok(MiniTransaction { log: self, start, end, open: true })
+        let (start, end, moved) = self.core.begin_group(records)?;
+        Ok(MiniTransaction { log: self, start, end, open: true, moved })
     }
 
     /// A reader of the groups from `from` on, while the log is written
@@ -718,6 +722,9 @@ pub struct MiniTransaction<'a> {
     start: Lsn,
     end: Lsn,
     open: bool,
+    /// The notice of the move of `ready` the group's publish made, given
+    /// when it closes (INV-39).
+    moved: crate::append::Moved,
 }
 
 impl MiniTransaction<'_> {
@@ -740,7 +747,7 @@ impl MiniTransaction<'_> {
 
     fn close_now(&mut self) {
         if std::mem::take(&mut self.open) {
-            self.log.core.close_group((self.start, self.end));
+            self.log.core.close_group((self.start, self.end), self.moved.take());
         }
     }
 }

@@ -206,6 +206,15 @@ impl Log {
         self.stages.ready_moved(Lsn(old), end);
     }
 
+    /// A mini-transaction's publish (INV-39): appenders complete everything
+    /// up to `at(k)`, and the notice is kept for the close. Returns where
+    /// `ready` was, for the notice.
+    fn publish_quietly(&self, k: u64) -> Lsn {
+        let old = self.ready.swap(at(k).0, SeqCst);
+        loom::sync::atomic::fence(SeqCst);
+        Lsn(old)
+    }
+
     /// A checkpoint completes: the file limit moves to block `k`, a writer
     /// waiting for file space wakes.
     fn checkpoint(&self, k: u64) {
@@ -572,6 +581,50 @@ fn a_group_waiting_for_the_closed_window_is_woken_by_the_close_before_it() {
 #[test]
 fn a_group_waiting_for_the_closed_window_is_woken_by_a_poison() {
     a_closed_window_waiter_is_woken(true);
+}
+
+/// INV-39: a mini-transaction publishes its group (end LSN 1) without a
+/// notice — it keeps it until it closes, so that nobody is woken inside the
+/// closed window — and its owner waits on the log for the group before it
+/// closes it. A thread is parked on `ready` meanwhile: in the dedicated mode
+/// the log writer; in group commit another committer waiting for the same
+/// group, which leads the write role and parks there until the group is
+/// published. The owner's wait must wake it (`Stages::nudge_ready`; without
+/// the nudge every thread parks for good: loom's deadlock report). Every
+/// wait returns, and only after the covering sync.
+fn an_open_mini_transaction_s_owner_waits(mode: bool) {
+    check(move || {
+        let log = Arc::new(Log::new(mode));
+        let stop = (mode == DEDICATED).then(|| start_log_threads(&log));
+        let other = (mode == GROUP).then(|| {
+            let log = log.clone();
+            loom::thread::spawn(move || {
+                log.commit_wait(1).expect("not poisoned");
+                assert!(log.synced() >= at(1), "acknowledged before the covering sync");
+            })
+        });
+        let old = log.publish_quietly(1);
+        log.commit_wait(1).expect("not poisoned");
+        assert!(log.synced() >= at(1), "acknowledged before the covering sync");
+        // The close gives the kept notice.
+        log.stages.ready_moved(old, at(1));
+        if let Some(other) = other {
+            other.join().expect("other");
+        }
+        if let Some(stop) = stop {
+            stop();
+        }
+    });
+}
+
+#[test]
+fn an_open_mini_transaction_s_owner_waiting_on_the_log_wakes_the_log_writer() {
+    an_open_mini_transaction_s_owner_waits(DEDICATED);
+}
+
+#[test]
+fn an_open_mini_transaction_s_owner_waiting_on_the_log_wakes_the_leader_parked_on_ready() {
+    an_open_mini_transaction_s_owner_waits(GROUP);
 }
 
 /// INV-28: a leader lets go of the role between two passes to wake the

@@ -10,7 +10,7 @@
 //!
 //! | thread  | waits for                 | event           | set by                           |
 //! |---------|---------------------------|-----------------|----------------------------------|
-//! | writer  | `ready > written`         | `ready_events`  | the appender that moves the tail |
+//! | writer  | `ready > written`         | `ready_events`  | the appender that moves the tail (a mini-transaction's when it closes), a committer about to park (INV-39) |
 //! | flusher | `written > synced`        | `flusher_event` | the writer, after each write it does not sync |
 //! | both    | dedicated mode, role free | `mode_events`   | `set_dedicated`, role releases   |
 //!

@@ -96,6 +96,7 @@ impl<W> Stages<W> {
                 continue;
             }
             had_to_wait = true;
+            self.nudge_ready(port);
             stage.add_demand(target);
             waited += stage.events.wait(target.0, port.spin_for(&stage.pass), || {
                 self.is_poisoned() || stage.done() >= target || (!stage.role.is_held() && self.users_lead())

@@ -297,6 +297,20 @@ impl<W> Stages<W> {
         self.ready_events.notify_range_after_fence(old.0, new.0);
     }
 
+    /// INV-39: a thread about to wait for a pass wakes the one parked on
+    /// `ready` (the log writer, or a leader waiting for bytes to become
+    /// ready) if `ready` lies past `written`: an open mini-transaction keeps
+    /// its publish's notice until it closes, and its owner may be the one
+    /// about to wait. Costs two loads when `ready` is written; a fence and a
+    /// look at the counts otherwise.
+    pub(crate) fn nudge_ready<P: Port<Writer = W>>(&self, port: &P) {
+        let written = self.written();
+        let ready = port.ready();
+        if ready > written {
+            self.ready_events.notify_range(written.0, ready.0);
+        }
+    }
+
     /// Waits, without spinning, until `has_space()` or the log is poisoned: an
     /// appender short of link-buffer space, which frees as `ready` passes
     /// `target`.
