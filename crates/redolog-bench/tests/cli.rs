@@ -416,3 +416,50 @@ fn bench_serves_live_counters_to_prometheus() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A benchmark stopped by SIGTERM (`timeout`, `kill`) mid-point removes its
+/// work directory: on tmpfs that directory is memory, and the directories of
+/// killed runs once filled /dev/shm.
+#[test]
+fn a_benchmark_stopped_by_sigterm_removes_its_work_directory() {
+    use std::time::{Duration, Instant};
+
+    let parent = tempfile::tempdir().expect("parent");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_redolog-bench"))
+        .args(["bench", "--systems", "redolog", "--threads", "2", "--time", "60", "--rounds", "1"])
+        .args(["--device", "disk", "--dir"])
+        .arg(parent.path())
+        .args(["--intervals", "false"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start redolog-bench");
+    let entries = || std::fs::read_dir(parent.path()).expect("parent").count();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while entries() == 0 {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no work directory within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let the point start writing into it.
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).expect("a pid")).expect("a pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM the benchmark");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the benchmark ran on 30 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success(), "a benchmark stopped by SIGTERM reported success");
+    assert_eq!(entries(), 0, "the work directory outlived the benchmark");
+}

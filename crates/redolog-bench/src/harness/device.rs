@@ -74,6 +74,7 @@ impl Device {
         let parent = self.parent_dir(dir)?;
         std::fs::create_dir_all(&parent)?;
         let work_dir = tempfile::Builder::new().prefix(prefix).tempdir_in(&parent)?;
+        super::cleanup::remember(work_dir.path());
         self.install();
         Ok(work_dir)
     }

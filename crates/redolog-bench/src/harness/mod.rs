@@ -3,6 +3,7 @@
 //! one round driver, medians and histograms, plots. Nothing here knows a
 //! workload: the workloads import the harness, never the other way round.
 
+pub mod cleanup;
 pub mod device;
 pub mod machine;
 pub mod plot;
