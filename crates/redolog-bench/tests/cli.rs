@@ -376,10 +376,21 @@ fn node_processes_die_with_a_killed_benchmark() {
 fn bench_serves_live_counters_to_prometheus() {
     use std::time::{Duration, Instant};
 
-    /// Kills the benchmark on every path out of the test.
+    /// Stops the benchmark on every path out of the test: SIGTERM, so that
+    /// it removes its work directory in /dev/shm (SIGKILL left a log's worth
+    /// there on every run of this test), SIGKILL if it is still running 10 s
+    /// later.
     struct Reaped(std::process::Child);
     impl Drop for Reaped {
         fn drop(&mut self) {
+            let pid = i32::try_from(self.0.id()).ok().and_then(rustix::process::Pid::from_raw);
+            if let Some(pid) = pid {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && matches!(self.0.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = self.0.kill();
             let _ = self.0.wait();
         }
