@@ -383,16 +383,10 @@ fn bench_serves_live_counters_to_prometheus() {
     struct Reaped(std::process::Child);
     impl Drop for Reaped {
         fn drop(&mut self) {
-            let pid = i32::try_from(self.0.id()).ok().and_then(rustix::process::Pid::from_raw);
-            if let Some(pid) = pid {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            if terminate(&mut self.0, Duration::from_secs(10)).is_none() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
             }
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline && matches!(self.0.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = self.0.kill();
-            let _ = self.0.wait();
         }
     }
 
@@ -457,20 +451,28 @@ fn a_benchmark_stopped_by_sigterm_removes_its_work_directory() {
     }
     // Let the point start writing into it.
     std::thread::sleep(Duration::from_millis(500));
-    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).expect("a pid")).expect("a pid");
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM the benchmark");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the benchmark ran on 30 s after SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = terminate(&mut child, Duration::from_secs(30)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the benchmark ran on 30 s after SIGTERM");
     };
     assert!(!status.success(), "a benchmark stopped by SIGTERM reported success");
     assert_eq!(entries(), 0, "the work directory outlived the benchmark");
+}
+
+/// Sends `child` SIGTERM and waits up to `within` for it to exit; its status,
+/// or `None` if it is still running.
+fn terminate(child: &mut std::process::Child, within: std::time::Duration) -> Option<std::process::ExitStatus> {
+    let pid = i32::try_from(child.id()).ok().and_then(rustix::process::Pid::from_raw)?;
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).ok()?;
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

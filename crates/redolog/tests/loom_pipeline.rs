@@ -199,18 +199,17 @@ impl Log {
 
     /// Appenders complete everything up to `end`.
     fn append_to(&self, end: Lsn) {
+        let old = self.publish_quietly(end);
+        self.stages.ready_moved(old, end);
+    }
+
+    /// Appenders complete everything up to `end` and notify nobody: a
+    /// mini-transaction's publish, whose notice waits for its close
+    /// (INV-39). Returns where `ready` was, for the notice.
+    fn publish_quietly(&self, end: Lsn) -> Lsn {
         let old = self.ready.swap(end.0, SeqCst);
         // The link buffer's F2: every tail move ends with it, and
         // `ready_moved` relies on it as E2.
-        loom::sync::atomic::fence(SeqCst);
-        self.stages.ready_moved(Lsn(old), end);
-    }
-
-    /// A mini-transaction's publish (INV-39): appenders complete everything
-    /// up to `at(k)`, and the notice is kept for the close. Returns where
-    /// `ready` was, for the notice.
-    fn publish_quietly(&self, k: u64) -> Lsn {
-        let old = self.ready.swap(at(k).0, SeqCst);
         loom::sync::atomic::fence(SeqCst);
         Lsn(old)
     }
@@ -603,7 +602,7 @@ fn an_open_mini_transaction_s_owner_waits(mode: bool) {
                 assert!(log.synced() >= at(1), "acknowledged before the covering sync");
             })
         });
-        let old = log.publish_quietly(1);
+        let old = log.publish_quietly(at(1));
         log.commit_wait(1).expect("not poisoned");
         assert!(log.synced() >= at(1), "acknowledged before the covering sync");
         // The close gives the kept notice.

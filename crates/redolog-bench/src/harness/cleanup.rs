@@ -5,7 +5,9 @@
 //! seed-convoy). SIGKILL cannot be caught; nothing is left to do then.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, Once};
+use std::sync::Once;
+
+use parking_lot::Mutex;
 
 /// Every work directory handed out so far (those removed since are harmless
 /// to remove again).
@@ -20,7 +22,7 @@ pub fn remember(dir: &Path) {
         // Refused only if a handler is installed already (none is): the
         // directories are then left, as without this module.
         let _ = ctrlc::set_handler(|| {
-            let dirs = std::mem::take(&mut *DIRS.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            let dirs = std::mem::take(&mut *DIRS.lock());
             for dir in dirs {
                 // The benchmark's threads still run and may create a file
                 // while the removal walks the tree (it then fails with
@@ -35,5 +37,5 @@ pub fn remember(dir: &Path) {
             std::process::exit(130);
         });
     });
-    DIRS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(dir.to_path_buf());
+    DIRS.lock().push(dir.to_path_buf());
 }
