@@ -116,7 +116,7 @@ fn run_point(
                 }
             });
         }
-        report(&clients, threads, options, started);
+        report(&clients, threads, (options.run.report_interval, options.run.seconds), started);
         stop.store(true, Ordering::Relaxed);
     });
     let elapsed = started.elapsed();
@@ -143,15 +143,24 @@ fn run_point(
     })
 }
 
-/// sysbench's interval lines, until `--time` is over.
-fn report(clients: &[Mutex<Client>], threads: usize, options: &OltpOptions, started: Instant) {
-    let interval = Duration::from_secs(options.run.report_interval.max(1));
+/// sysbench's interval lines every `report_interval` seconds (none if 0),
+/// until `seconds` are over; sleeps in between.
+fn report(clients: &[Mutex<Client>], threads: usize, (report_interval, seconds): (u64, f64), started: Instant) {
+    let end = started + Duration::from_secs_f64(seconds);
+    if report_interval == 0 {
+        // No lines to print: sleep through the point. (A loop that waited
+        // for the next line here spun a core from the first second on,
+        // taking it from the clients: `--report-interval 0` ran seed-convoy's
+        // engine at 0.6 of its throughput.)
+        std::thread::sleep(end.saturating_duration_since(Instant::now()));
+        return;
+    }
+    let interval = Duration::from_secs(report_interval);
     let mut seen = 0;
     let mut next = started + interval;
-    while started.elapsed().as_secs_f64() < options.run.seconds {
-        let end = (started + Duration::from_secs_f64(options.run.seconds)).min(next);
-        std::thread::sleep(end.saturating_duration_since(Instant::now()));
-        if options.run.report_interval == 0 || Instant::now() < next {
+    while Instant::now() < end {
+        std::thread::sleep(end.min(next).saturating_duration_since(Instant::now()));
+        if Instant::now() < next {
             continue;
         }
         let mut latency = new_histogram();
@@ -667,4 +676,34 @@ fn write_outputs(options: &OltpOptions, scenario: Option<&str>, points: &[Point]
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The thread's own CPU time.
+    fn thread_cpu() -> Duration {
+        let time = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+        Duration::new(time.tv_sec as u64, time.tv_nsec as u32)
+    }
+
+    #[test]
+    fn a_point_without_interval_lines_sleeps_through_its_time() {
+        for report_interval in [0, 1] {
+            let (cpu, started) = (thread_cpu(), Instant::now());
+            report(&[], 1, (report_interval, 1.6), started);
+            let (cpu, wall) = (thread_cpu() - cpu, started.elapsed());
+            assert!(
+                wall >= Duration::from_millis(1600),
+                "--report-interval {report_interval}: returned after {wall:?}"
+            );
+            // The loop that waited for a line it would never print spun
+            // 0.6 s of this 1.6 s point.
+            assert!(
+                cpu < Duration::from_millis(100),
+                "--report-interval {report_interval}: {cpu:?} of CPU in {wall:?}"
+            );
+        }
+    }
 }
