@@ -376,20 +376,6 @@ fn node_processes_die_with_a_killed_benchmark() {
 fn bench_serves_live_counters_to_prometheus() {
     use std::time::{Duration, Instant};
 
-    /// Stops the benchmark on every path out of the test: SIGTERM, so that
-    /// it removes its work directory in /dev/shm (SIGKILL left a log's worth
-    /// there on every run of this test), SIGKILL if it is still running 10 s
-    /// later.
-    struct Reaped(std::process::Child);
-    impl Drop for Reaped {
-        fn drop(&mut self) {
-            if terminate(&mut self.0, Duration::from_secs(10)).is_none() {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
-            }
-        }
-    }
-
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|socket| socket.local_addr()).expect("a port");
     let _bench = Reaped(
         Command::new(env!("CARGO_BIN_EXE_redolog-bench"))
@@ -430,34 +416,48 @@ fn a_benchmark_stopped_by_sigterm_removes_its_work_directory() {
     use std::time::{Duration, Instant};
 
     let parent = tempfile::tempdir().expect("parent");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_redolog-bench"))
-        .args(["bench", "--systems", "redolog", "--threads", "2", "--time", "60", "--rounds", "1"])
-        .args(["--device", "disk", "--dir"])
-        .arg(parent.path())
-        .args(["--intervals", "false"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start redolog-bench");
+    let mut bench = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_redolog-bench"))
+            .args(["bench", "--systems", "redolog", "--threads", "2", "--time", "60", "--rounds", "1"])
+            .args(["--device", "disk", "--dir"])
+            .arg(parent.path())
+            .args(["--intervals", "false"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start redolog-bench"),
+    );
     let entries = || std::fs::read_dir(parent.path()).expect("parent").count();
     let deadline = Instant::now() + Duration::from_secs(30);
     while entries() == 0 {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("no work directory within 30 s");
-        }
+        assert!(Instant::now() < deadline, "no work directory within 30 s");
         std::thread::sleep(Duration::from_millis(50));
     }
     // Let the point start writing into it.
     std::thread::sleep(Duration::from_millis(500));
-    let Some(status) = terminate(&mut child, Duration::from_secs(30)) else {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the benchmark ran on 30 s after SIGTERM");
-    };
+    let status = terminate(&mut bench.0, Duration::from_secs(30)).expect("the benchmark ran on 30 s after SIGTERM");
     assert!(!status.success(), "a benchmark stopped by SIGTERM reported success");
     assert_eq!(entries(), 0, "the work directory outlived the benchmark");
+}
+
+/// A benchmark stopped on every path out of a test: SIGTERM, so that it
+/// removes its work directory in /dev/shm (SIGKILL left a log's worth there
+/// on every run of the Prometheus test), SIGKILL if it is still running 10 s
+/// later; nothing if it has exited already.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        // A child already waited for keeps its status: no signal goes to a
+        // process id that may have been reused.
+        if matches!(self.0.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        if terminate(&mut self.0, std::time::Duration::from_secs(10)).is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 /// Sends `child` SIGTERM and waits up to `within` for it to exit; its status,
