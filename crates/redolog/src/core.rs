@@ -419,6 +419,7 @@ impl Port for Core {
             wait_ns: self.metrics.commit_wait_ns.get(),
             sync_wait_ns: self.metrics.commit_sync_wait_ns.get(),
             sync_pass_ns: self.stages.sync_pass_ns(),
+            written: self.stages.written().0,
             active: self.active(),
         };
         if let Some(pipeline) = self.auto.evaluate(now, &self.cpu, readings) {

@@ -464,8 +464,9 @@ pub struct Metrics {
     /// Futures and callbacks waiting for a write or sync now (`wait_async`,
     /// `on_durable`).
     pub async_waiters: u64,
-    /// Why `Pipeline::Auto` chose it: the condition of the deciding row of its
-    /// rule table (docs/DESIGN.md §1.12).
+    /// Why the pipeline is what it is: for `Pipeline::Auto`, the condition of
+    /// the deciding row of its table, "measuring both pipelines" during a
+    /// probe, or the probe's verdict ("measured: …", docs/DESIGN.md §1.12).
     pub pipeline_reason: &'static str,
     /// CPUs the process can use: affinity mask ∧ cgroup quota (`cpu_n`).
     pub cpu_usable: f64,

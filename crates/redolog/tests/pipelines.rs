@@ -1,7 +1,7 @@
 //! Goal: both pipelines keep every promise, and switching between them under load
 //! loses neither a wake-up nor an acknowledgement (INV-17); the dedicated log
-//! threads notice work through events, never a timer; `Auto` follows its rule
-//! table.
+//! threads notice work through events, never a timer; `Auto` gives a reason
+//! for its choice.
 //! Method: 64 threads commit while another thread flips the pipeline every few
 //! hundred microseconds; every acknowledged group must be recovered byte-exact and
 //! no wait may end by its safety-net timeout with its condition already true.
