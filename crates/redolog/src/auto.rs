@@ -205,6 +205,11 @@ struct Decision {
     next: Duration,
 }
 
+/// The switch that makes `target` run, if `active` is not it already.
+fn towards(active: Pipeline, target: Pipeline) -> Option<Pipeline> {
+    (active != target).then_some(target)
+}
+
 /// What `Auto` remembers between evaluations.
 struct AutoState {
     /// Why the pipeline is what it is (for `Metrics`).
@@ -246,6 +251,13 @@ impl AutoState {
         }
     }
 
+    /// Holds `pipeline`, chosen by a probe (or kept by a refused switch) with
+    /// `committers` waiting on average under it.
+    fn hold(&mut self, pipeline: Pipeline, committers: f64, now_ns: u64) {
+        self.phase = Phase::Held { pipeline, committers, since_ns: now_ns };
+        self.reason = if pipeline == Pipeline::Dedicated { MEASURED_DEDICATED } else { MEASURED_GROUP };
+    }
+
     /// Starts a probe from the pipeline running now.
     fn start_probe(&mut self, now_ns: u64, active: Pipeline) -> Decision {
         let plan = plan(active);
@@ -265,7 +277,7 @@ impl AutoState {
                 Some(rule) => {
                     self.streak = 0;
                     self.reason = rule.when;
-                    Decision { switch: (interval.active != rule.choose).then_some(rule.choose), ..stay }
+                    Decision { switch: towards(interval.active, rule.choose), ..stay }
                 }
                 None if self.confirmed(true) => self.start_probe(now_ns, interval.active),
                 None => stay,
@@ -275,13 +287,7 @@ impl AutoState {
                 if interval.active != plan[step].pipeline {
                     // The switch did not happen (asynchronous waiters keep the
                     // log threads, INV-27): keep what runs, measure again later.
-                    self.phase = Phase::Held {
-                        pipeline: interval.active,
-                        committers: interval.input.committers,
-                        since_ns: now_ns,
-                    };
-                    self.reason =
-                        if interval.active == Pipeline::Dedicated { MEASURED_DEDICATED } else { MEASURED_GROUP };
+                    self.hold(interval.active, interval.input.committers, now_ns);
                     return stay;
                 }
                 if plan[step].measured {
@@ -290,20 +296,18 @@ impl AutoState {
                 let next = step + 1;
                 if let Some(following) = plan.get(next) {
                     self.phase = Phase::Probing { from, step: next, tally };
-                    let switch = (following.pipeline != interval.active).then_some(following.pipeline);
-                    return Decision { switch, next: following.lasts };
+                    return Decision { switch: towards(interval.active, following.pipeline), next: following.lasts };
                 }
                 let winner = tally.winner();
-                self.phase = Phase::Held { pipeline: winner, committers: tally.committers(winner), since_ns: now_ns };
-                self.reason = if winner == Pipeline::Dedicated { MEASURED_DEDICATED } else { MEASURED_GROUP };
-                Decision { switch: (winner != interval.active).then_some(winner), ..stay }
+                self.hold(winner, tally.committers(winner), now_ns);
+                Decision { switch: towards(interval.active, winner), ..stay }
             }
             Phase::Held { pipeline, committers, since_ns } => {
                 if let Some(rule) = rule {
                     if self.confirmed(true) {
                         self.phase = Phase::Ruled;
                         self.reason = rule.when;
-                        return Decision { switch: (interval.active != rule.choose).then_some(rule.choose), ..stay };
+                        return Decision { switch: towards(interval.active, rule.choose), ..stay };
                     }
                     return stay;
                 }
