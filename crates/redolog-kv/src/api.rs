@@ -81,20 +81,46 @@ fn not_leader_body(forward: &ForwardToLeader<TypeConfig>) -> serde_json::Value {
 }
 
 /// The answer to one write, as `/api/write` gives it and `/api/writes` gives
-/// each element: `409` with `STALE` for a stale session number, else the
-/// entry's place, the node that answered and the machine's response.
+/// each element: the entry's place, the node that answered and the
+/// machine's response — or, for a stale session number, `409` with `STALE`.
+/// Typed rather than a `json!` map: the leader builds one per write, and the
+/// map (a `BTreeMap` of owned keys, `log_id.to_string()`, then the map
+/// serialized) was 6 % of the leader's CPU at 256 clients
+/// (`perf record --call-graph dwarf` of the leader, 2026-11-27).
 fn written_body(
-    log_id: &openraft::alias::LogIdOf<TypeConfig>,
+    log_id: openraft::alias::LogIdOf<TypeConfig>,
     node: u64,
-    response: &crate::machine::Response,
-) -> (StatusCode, serde_json::Value) {
+    response: crate::machine::Response,
+) -> Result<Written, (StatusCode, serde_json::Value)> {
     if response.stale {
-        return (StatusCode::CONFLICT, json!({"error": STALE, "log_index": log_id.index}));
+        return Err((StatusCode::CONFLICT, json!({"error": STALE, "log_index": log_id.index})));
     }
-    (
-        StatusCode::OK,
-        json!({"log_index": log_id.index, "log_id": log_id.to_string(), "node": node, "response": response}),
-    )
+    Ok(Written { log_index: log_id.index, log_id, node, response })
+}
+
+/// A write applied: `{"log_index", "log_id", "node", "response"}`.
+#[derive(Serialize)]
+struct Written {
+    log_index: u64,
+    #[serde(serialize_with = "as_text")]
+    log_id: openraft::alias::LogIdOf<TypeConfig>,
+    node: u64,
+    response: crate::machine::Response,
+}
+
+/// One element of `/api/writes`' answer: a write applied, or what
+/// `/api/write` would have answered instead, with its `"status"`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Answer {
+    Written(Written),
+    Failed(serde_json::Value),
+}
+
+/// Serializes a value as its `Display` text, written straight into the
+/// output.
+fn as_text<T: std::fmt::Display, S: serde::Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
 }
 
 /// `call` within `TIMEOUT`, or `504`.
@@ -156,10 +182,10 @@ async fn write(State(app): State<App>, body: Bytes) -> Response {
         Err(malformed) => return *malformed,
     };
     match bounded(app.raft.client_write(command)).await {
-        Ok(Ok(written)) => {
-            let (status, body) = written_body(&written.log_id, app.id, &written.data);
-            (status, Json(body)).into_response()
-        }
+        Ok(Ok(written)) => match written_body(written.log_id, app.id, written.data) {
+            Ok(body) => Json(body).into_response(),
+            Err((status, body)) => (status, Json(body)).into_response(),
+        },
         Ok(Err(error)) => raft_failure(error),
         Err(timeout) => timeout,
     }
@@ -186,19 +212,19 @@ async fn writes(State(app): State<App>, body: Bytes) -> Response {
         let mut answers = Vec::new();
         while let Some(result) = results.try_next().await? {
             answers.push(match result {
-                Ok(written) => match written_body(&written.log_id, app.id, &written.response) {
-                    (StatusCode::OK, body) => body,
-                    (status, mut body) => {
+                Ok(written) => match written_body(written.log_id, app.id, written.response) {
+                    Ok(body) => Answer::Written(body),
+                    Err((status, mut body)) => {
                         body["status"] = json!(status.as_u16());
-                        body
+                        Answer::Failed(body)
                     }
                 },
                 Err(ClientWriteError::ForwardToLeader(forward)) => {
                     let mut body = not_leader_body(&forward);
                     body["status"] = json!(503);
-                    body
+                    Answer::Failed(body)
                 }
-                Err(error) => json!({"status": 500, "error": error.to_string()}),
+                Err(error) => Answer::Failed(json!({"status": 500, "error": error.to_string()})),
             });
         }
         Ok::<_, openraft::error::Fatal<TypeConfig>>(answers)
@@ -323,4 +349,31 @@ async fn metrics(State(app): State<App>) -> Response {
         voters: metrics.membership_config.membership().voter_ids().collect(),
     })
     .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::Response as Applied;
+
+    fn log_id(index: u64) -> openraft::alias::LogIdOf<TypeConfig> {
+        openraft::testing::log_id::<TypeConfig>(3, 2, index)
+    }
+
+    #[test]
+    fn a_typed_answer_is_the_json_the_clients_read() {
+        let response = Applied { previous: Some("old".into()), applied: true, replayed: false, stale: false };
+        let Ok(written) = written_body(log_id(41), 2, response.clone()) else { panic!("not stale") };
+        let text = serde_json::to_value(Answer::Written(written)).expect("encode");
+        let expected = json!({"log_index": 41, "log_id": log_id(41).to_string(), "node": 2, "response": response});
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn a_stale_write_is_409_naming_its_index() {
+        let response = Applied { previous: None, applied: false, replayed: false, stale: true };
+        let Err((status, body)) = written_body(log_id(7), 1, response) else { panic!("stale") };
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(body, json!({"error": STALE, "log_index": 7}));
+    }
 }
