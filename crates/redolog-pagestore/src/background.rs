@@ -1,7 +1,7 @@
 //! The engine's background threads (docs/PAGESTORE.md §10): the page
-//! cleaners, one per instance up to InnoDB's default of four (`cleaners.rs`
-//! has their work), and the checkpointer, at a raised priority; or the
-//! cleaners a benchmark's policy asks for (`policy.rs`).
+//! cleaners, one per instance up to InnoDB's default of four and the usable
+//! CPUs (`cleaners.rs` has their work), and the checkpointer, at a raised
+//! priority; or the cleaners a benchmark's policy asks for (`policy.rs`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -20,7 +20,9 @@ impl Background {
     /// for) and the checkpointer.
     pub(crate) fn start(engine: &Arc<Engine>) -> std::io::Result<Background> {
         let instances = engine.pool.instances();
-        let cleaners = engine.policy.as_ref().map_or(page_cleaners(instances), |policy| policy.cleaners(instances));
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let cleaners =
+            engine.policy.as_ref().map_or(page_cleaners(instances, cpus), |policy| policy.cleaners(instances));
         let mut threads = Vec::new();
         for cleaner in 0..cleaners {
             let engine = engine.clone();
@@ -50,13 +52,17 @@ impl Background {
 /// more than the instances; each cleaner takes every `cleaners`-th instance.
 const PAGE_CLEANERS_MAX: usize = 4;
 
-/// The engine's page cleaners for `instances` buffer pool instances. One per
+/// The engine's page cleaners for `instances` buffer pool instances on
+/// `cpus` usable CPUs: InnoDB's default, and no more than the CPUs. One per
 /// instance, as this engine first had, ran 8 cleaners at a raised priority
 /// beside 32 clients on 2 cores: seed-convoy's 8 instances then ran 0.91,
 /// 0.94 and 0.95 of one instance's updates/s in three paired rounds, and
-/// 1.01, 0.96 and 0.99 with 4 cleaners (docs/BENCHMARKS.md, seed-convoy).
-fn page_cleaners(instances: usize) -> usize {
-    instances.clamp(1, PAGE_CLEANERS_MAX)
+/// 1.01, 0.96 and 0.99 with 4 cleaners; 4 against 2 cleaners, six rounds
+/// each: 0.998 against 1.032 of one instance on average (docs/BENCHMARKS.md,
+/// seed-convoy). A cleaner past the CPUs flushes nothing more in a
+/// CPU-bound process and, at its raised priority, preempts a statement.
+fn page_cleaners(instances: usize, cpus: usize) -> usize {
+    instances.min(cpus).clamp(1, PAGE_CLEANERS_MAX)
 }
 
 impl Drop for Background {
@@ -76,10 +82,12 @@ mod tests {
 
     #[test]
     fn page_cleaners_follow_innodbs_default() {
-        assert_eq!(page_cleaners(1), 1);
-        assert_eq!(page_cleaners(3), 3);
-        assert_eq!(page_cleaners(4), 4);
-        assert_eq!(page_cleaners(8), 4);
-        assert_eq!(page_cleaners(64), 4);
+        assert_eq!(page_cleaners(1, 16), 1);
+        assert_eq!(page_cleaners(3, 16), 3);
+        assert_eq!(page_cleaners(4, 16), 4);
+        assert_eq!(page_cleaners(8, 16), 4);
+        assert_eq!(page_cleaners(64, 16), 4);
+        assert_eq!(page_cleaners(8, 2), 2);
+        assert_eq!(page_cleaners(1, 2), 1);
     }
 }
