@@ -314,6 +314,7 @@ impl AutoState {
                 let seen = interval.input.committers;
                 let changed =
                     interval.active == pipeline && (seen > committers * LOAD_CHANGE || seen * LOAD_CHANGE < committers);
+                // INV-40: a load change starts a probe at most once a second.
                 let probed_ns = self.probed_at_ns.unwrap_or(since_ns);
                 let may_probe = now_ns.saturating_sub(probed_ns) >= PROBE_AT_MOST_EVERY.as_nanos() as u64;
                 if self.confirmed(changed) && may_probe
@@ -567,6 +568,8 @@ mod tests {
         }
     }
 
+    /// INV-40: a load that follows the pipeline makes `Auto` switch only
+    /// in its probes.
     #[test]
     fn a_load_that_moves_with_the_pipeline_does_not_make_it_flip() {
         // What a prediction from the counters could not tell apart (the page
