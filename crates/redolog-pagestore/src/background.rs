@@ -81,7 +81,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn page_cleaners_follow_innodbs_default() {
+    fn page_cleaners_follow_innodbs_default_within_the_usable_cpus() {
         assert_eq!(page_cleaners(1, 16), 1);
         assert_eq!(page_cleaners(3, 16), 3);
         assert_eq!(page_cleaners(4, 16), 4);
