@@ -117,6 +117,15 @@ enum Answer {
     Failed(serde_json::Value),
 }
 
+impl Answer {
+    /// What `/api/write` would have answered with `status`, that status
+    /// added as `"status"`.
+    fn failed(status: StatusCode, mut body: serde_json::Value) -> Answer {
+        body["status"] = json!(status.as_u16());
+        Answer::Failed(body)
+    }
+}
+
 /// Serializes a value as its `Display` text, written straight into the
 /// output.
 fn as_text<T: std::fmt::Display, S: serde::Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
@@ -214,17 +223,12 @@ async fn writes(State(app): State<App>, body: Bytes) -> Response {
             answers.push(match result {
                 Ok(written) => match written_body(written.log_id, app.id, written.response) {
                     Ok(body) => Answer::Written(body),
-                    Err((status, mut body)) => {
-                        body["status"] = json!(status.as_u16());
-                        Answer::Failed(body)
-                    }
+                    Err((status, body)) => Answer::failed(status, body),
                 },
                 Err(ClientWriteError::ForwardToLeader(forward)) => {
-                    let mut body = not_leader_body(&forward);
-                    body["status"] = json!(503);
-                    Answer::Failed(body)
+                    Answer::failed(StatusCode::SERVICE_UNAVAILABLE, not_leader_body(&forward))
                 }
-                Err(error) => Answer::Failed(json!({"status": 500, "error": error.to_string()})),
+                Err(error) => Answer::failed(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": error.to_string()})),
             });
         }
         Ok::<_, openraft::error::Fatal<TypeConfig>>(answers)
