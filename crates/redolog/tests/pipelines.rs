@@ -120,21 +120,54 @@ fn dedicated_threads_sync_buffered_commits_without_a_timer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = Config { pipeline: Pipeline::Dedicated, flush_interval: interval, ..common::config(256, 64 << 10) };
     let (log, _) = Log::open(dir.path(), config).expect("open");
-    for round in 0..50 {
-        let end = log.commit(format!("buffered {round}").as_bytes(), Durability::Buffered).expect("commit");
+    let wait_durable = |end: Lsn, what: &str| {
         let started = Instant::now();
         while log.durable_lsn() < end {
-            assert!(started.elapsed() < Duration::from_secs(10), "round {round}: nothing synced {end}");
+            assert!(started.elapsed() < Duration::from_secs(10), "{what}: nothing synced {end}");
             std::thread::yield_now();
         }
+    };
+    // Lone commits: each one's write is the writer's first after an idle look,
+    // so the writer syncs it itself (INV-37) and the flusher may stay parked.
+    for round in 0..50 {
+        let end = log.commit(format!("buffered {round}").as_bytes(), Durability::Buffered).expect("commit");
+        wait_durable(end, &format!("round {round}"));
         if round % 10 == 0 {
             // Let both threads go idle (park) before the next commit.
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+    // A wait is counted when it ends: the writer's ended on each round's event.
+    let metrics = log.metrics();
+    assert!(metrics.log_writer.waits > 0, "the writer never waited for work:\n{metrics}");
+
+    // Bursts: four threads commit without waiting, so a write finds more ready
+    // behind it; the writer hands that to the flusher, whose event (not the
+    // timer) must sync it. Bounded: a write with work behind it comes within a
+    // few bursts on any scheduler.
+    let started = Instant::now();
+    let mut bursts = 0;
+    while log.metrics().log_flusher.no_waits == 0 {
+        assert!(started.elapsed() < Duration::from_secs(20), "the flusher never synced in {bursts} bursts");
+        let ends: Vec<Lsn> = std::thread::scope(|scope| {
+            let committers: Vec<_> = (0..4)
+                .map(|thread| {
+                    let log = &log;
+                    scope.spawn(move || {
+                        (0..200)
+                            .map(|index| log.commit(&record(thread, index), Durability::Buffered).expect("commit"))
+                            .max()
+                            .expect("commits")
+                    })
+                })
+                .collect();
+            committers.into_iter().map(|committer| committer.join().expect("committer")).collect()
+        });
+        wait_durable(ends.into_iter().max().expect("ends"), &format!("burst {bursts}"));
+        bursts += 1;
+    }
     let metrics = log.metrics();
     assert_eq!(metrics.log_writer.timeouts_with_work + metrics.log_flusher.timeouts_with_work, 0, "{metrics}");
-    assert!(metrics.log_writer.waits > 0 && metrics.log_flusher.waits > 0, "the log threads never waited");
 
     // The contrast: group commit leaves Buffered groups to the timer.
     let dir = tempfile::tempdir().expect("tempdir");
