@@ -20,7 +20,10 @@ impl Background {
     /// for) and the checkpointer.
     pub(crate) fn start(engine: &Arc<Engine>) -> std::io::Result<Background> {
         let instances = engine.pool.instances();
-        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        // The log's reading of the usable CPUs (affinity and the cgroup
+        // quota, up the hierarchy), so that the engine and its log follow
+        // one reading: its spinning and its log threads use the same.
+        let cpus = (engine.log.metrics().cpu_usable.floor() as usize).max(1);
         let cleaners =
             engine.policy.as_ref().map_or(page_cleaners(instances, cpus), |policy| policy.cleaners(instances));
         let mut threads = Vec::new();
