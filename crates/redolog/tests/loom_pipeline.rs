@@ -3,7 +3,8 @@
 //! sync, also while the pipeline switches; a committer waiting for ring space
 //! or a writer waiting for a checkpoint to free file space is woken; and a
 //! failed fdatasync reaches every waiter as an error, never as an
-//! acknowledgement (docs/DESIGN.md §1.11, INV-5 to INV-8, INV-10, INV-11,
+//! acknowledgement, and freezes both frontiers though the other role's I/O
+//! succeeds (docs/DESIGN.md §1.5, §1.11, INV-5 to INV-8, INV-10, INV-11,
 //! INV-17; docs/RELIABILITY.md K1).
 //! Method: loom compiles the real commit protocol — `src/pipeline/` (the
 //! stages, roles, demands, kicks, the one wait loop and lead loop of group
@@ -12,8 +13,8 @@
 //! loom `ParkingLot` with `parking_lot_core`'s contract
 //! (tests/common/loom_lot.rs). The protocol reaches the rest of the log only
 //! through its `Port` trait; the model port below stands in for the appenders
-//! (`ready`), the checkpoint (the file limit) and the files (a write always
-//! succeeds; a sync fails when told to). A lost wake-up shows as loom's
+//! (`ready`), the checkpoint (the file limit) and the files (a write or a sync
+//! fails when told to). A lost wake-up shows as loom's
 //! deadlock report (every thread parked; the lot ignores park deadlines), an
 //! early acknowledgement as a failed assertion.
 //!
@@ -123,6 +124,8 @@ struct Log {
     file_limit: AtomicU64,
     /// The next fdatasync fails.
     fail_sync: AtomicBool,
+    /// A write whose range ends past this LSN fails.
+    fail_write_past: AtomicU64,
     /// The I/O gate (docs/DESIGN.md §1.18): a write pass holds it shared
     /// from reading its limits to the end of its write.
     gate: loom::sync::RwLock<()>,
@@ -148,9 +151,13 @@ impl Port for Log {
         &self,
         _gate: &Self::Gate<'_>,
         _writer: &mut (),
-        _range: (Lsn, Lsn),
+        range: (Lsn, Lsn),
         _synced: Lsn,
     ) -> Result<(), IoFailure> {
+        if range.1 .0 > self.fail_write_past.load(SeqCst) {
+            let source = std::io::Error::other("injected");
+            return Err(IoFailure { op: "write", path: "model".into(), source });
+        }
         Ok(())
     }
 
@@ -179,6 +186,7 @@ impl Log {
             ready: AtomicU64::new(at(0).0),
             file_limit: AtomicU64::new(1 << 40),
             fail_sync: AtomicBool::new(false),
+            fail_write_past: AtomicU64::new(u64::MAX),
             gate: loom::sync::RwLock::new(()),
         }
     }
@@ -505,6 +513,95 @@ fn a_failed_sync_reaches_every_waiter_in_group_commit() {
 #[test]
 fn a_failed_sync_of_the_log_flusher_reaches_every_waiter() {
     a_failed_sync_reaches_every_waiter(DEDICATED);
+}
+
+/// INV-6's seal (docs/DESIGN.md §1.5): the log threads run [0, 1)'s write
+/// and then, in the flusher, its fdatasync, while the writer writes [1, 2) —
+/// and one of the two I/Os fails (`fail_write`: the write of [1, 2); else the
+/// first fdatasync). The committer of [1, 2) gets the error; from then on
+/// neither frontier moves, though the other role's I/O succeeded: without the
+/// seal the flusher publishes `synced` (or the writer `written`) after the
+/// poison, which is how CI's I/O-error sweep once saw "durable LSN moved
+/// after the fault".
+fn a_failure_of_one_role_freezes_the_other_s_frontier(fail_write: bool) {
+    check(move || {
+        let log = Arc::new(Log::new(DEDICATED));
+        if fail_write {
+            log.fail_write_past.store(at(1).0, SeqCst);
+        } else {
+            log.fail_sync.store(true, SeqCst);
+        }
+        log.append(1);
+        let stop = start_log_threads(&log);
+        log.append(2);
+        assert!(log.commit_wait(2).is_err(), "acknowledged over a failed write or sync");
+        let (written, synced) = (log.written(), log.synced());
+        stop();
+        assert_eq!(log.written(), written, "INV-6: written moved after the committer got the error");
+        assert_eq!(log.synced(), synced, "INV-6: synced moved after the committer got the error");
+    });
+}
+
+#[test]
+fn a_failed_write_freezes_synced() {
+    a_failure_of_one_role_freezes_the_other_s_frontier(true);
+}
+
+#[test]
+fn a_failed_sync_freezes_written() {
+    a_failure_of_one_role_freezes_the_other_s_frontier(false);
+}
+
+/// INV-6's seal in group commit, where committers hold the two roles: one
+/// role's I/O is in flight when the other's fails. `fail_write`: this thread
+/// syncs [0, 1) (writing it first) while another writes [1, 2) and fails;
+/// else this thread writes [1, 2) while another's fdatasync of [0, 1) fails.
+/// Whoever got the error reads the frontiers; they never move after that.
+/// One preemption finds the late publication without the seal.
+fn a_failure_while_the_other_role_publishes(fail_write: bool) {
+    check(move || {
+        let log = Arc::new(Log::new(GROUP));
+        log.append(1);
+        let failing = if fail_write {
+            log.fail_write_past.store(at(1).0, SeqCst);
+            let failing = {
+                let log = log.clone();
+                loom::thread::spawn(move || {
+                    log.append(2);
+                    assert!(log.wait_written(2).is_err(), "acknowledged over a failed write");
+                    (log.written(), log.synced())
+                })
+            };
+            let _ = log.commit_wait(1); // Ok if it published before the poison
+            failing
+        } else {
+            log.fail_sync.store(true, SeqCst);
+            log.wait_written(1).expect("nothing failed yet");
+            log.append(2);
+            let failing = {
+                let log = log.clone();
+                loom::thread::spawn(move || {
+                    assert!(log.commit_wait(1).is_err(), "acknowledged over a failed sync");
+                    (log.written(), log.synced())
+                })
+            };
+            let _ = log.wait_written(2); // Ok if it published before the poison
+            failing
+        };
+        let (written, synced) = failing.join().expect("the failing thread");
+        assert_eq!(log.written(), written, "INV-6: written moved after a thread got the error");
+        assert_eq!(log.synced(), synced, "INV-6: synced moved after a thread got the error");
+    });
+}
+
+#[test]
+fn a_failed_write_freezes_a_committer_s_sync() {
+    a_failure_while_the_other_role_publishes(true);
+}
+
+#[test]
+fn a_failed_sync_freezes_an_appender_s_write() {
+    a_failure_while_the_other_role_publishes(false);
 }
 
 /// The self-deadlock `stress_faults` found: an appender that reserved [1, 2)

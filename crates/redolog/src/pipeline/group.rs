@@ -283,8 +283,11 @@ impl<W> Stages<W> {
         );
         let started = Moment::now();
         port.write(gate, writer, (written, upto), self.synced()).map_err(|failure| self.poison(failure))?;
-        // INV-4; it also hands ring space back to appenders.
-        self.write.advance(written, upto);
+        // INV-4; it also hands ring space back to appenders. Not after a
+        // poison, though this write succeeded (INV-6's seal).
+        if !self.write.advance(written, upto) {
+            return Err(self.poison_error());
+        }
         let finished = Moment::now();
         self.write.pass.record(finished.ns_since(started));
         port.tick(finished);
@@ -325,8 +328,11 @@ impl<W> Stages<W> {
             "INV-5: syncing [{synced}, {written}) would pass written"
         );
         let finished = port.sync((synced, written), sync_started).map_err(|failure| self.poison(failure))?;
-        // INV-5: only after every fdatasync covering [synced, written) returned Ok.
-        self.sync.advance(synced, written);
+        // INV-5: only after every fdatasync covering [synced, written) returned
+        // Ok; INV-6: and not after a poison, though this one did.
+        if !self.sync.advance(synced, written) {
+            return Err(self.poison_error());
+        }
         self.sync.pass.record(finished.ns_since(pass_started));
         self.tail_events.notify_all();
         Ok(())

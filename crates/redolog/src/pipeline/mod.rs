@@ -235,10 +235,15 @@ impl<W> Stages<W> {
         Ok(())
     }
 
-    /// Records the first I/O failure, wakes every waiter so it sees the poison,
-    /// and returns the error for the failing call (INV-6).
+    /// Records the first I/O failure, seals both frontiers, wakes every waiter
+    /// so it sees the poison, and returns the error for the failing call
+    /// (INV-6). The seals come before the flag: whoever sees the flag reads
+    /// final frontiers, and a role whose I/O is still in flight cannot publish
+    /// after it (docs/DESIGN.md §1.5).
     pub(crate) fn poison(&self, failure: IoFailure) -> Error {
         self.poison.get_or_init(|| Poison { op: failure.op, path: failure.path, source: Arc::new(failure.source) });
+        self.write.seal();
+        self.sync.seal();
         self.poisoned.store(true, Ordering::SeqCst);
         self.wake_everyone();
         self.poison_error()

@@ -12,6 +12,11 @@ use crate::lsn::Lsn;
 use crate::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use crate::wait::{EventSlots, PassTime, WakerSlots};
 
+/// Bit 63 of a stage's `done`: the poison sealed the frontier (INV-6,
+/// docs/DESIGN.md §1.5). LSNs stay below it, as below the reservation
+/// counter's closed bit.
+const SEALED: u64 = 1 << 63;
+
 /// A role of the commit protocol (docs/DESIGN.md §1.5): held by at most one
 /// thread. `held` is the role; the mutex only hands its state to the holder and
 /// is never contended, because it is locked only after `held` was won.
@@ -47,8 +52,9 @@ impl<T> Role<T> {
 
 /// A stage: what it has done, what parked threads need, who does it, who waits.
 pub(crate) struct Stage<T> {
-    /// End of what the stage has done: `written` (INV-4) or `synced` (INV-5).
-    /// Only grows; stored only by the role holder.
+    /// End of what the stage has done: `written` (INV-4) or `synced` (INV-5),
+    /// and bit 63, the seal (INV-6). Only grows; stored only by the role
+    /// holder, sealed only by the poison.
     done: CachePadded<AtomicU64>,
     /// Largest LSN a parked thread needs done. Only grows.
     demand: CachePadded<AtomicU64>,
@@ -75,7 +81,13 @@ impl<T> Stage<T> {
 
     /// What the stage has done.
     pub(crate) fn done(&self) -> Lsn {
-        Lsn(self.done.load(Ordering::SeqCst))
+        Lsn(self.done.load(Ordering::SeqCst) & !SEALED)
+    }
+
+    /// The poison freezes the frontier: no `advance` succeeds after this
+    /// (INV-6; the poisoner seals both stages before it sets its flag).
+    pub(super) fn seal(&self) {
+        self.done.fetch_or(SEALED, Ordering::SeqCst);
     }
 
     /// What parked threads need done.
@@ -91,12 +103,16 @@ impl<T> Stage<T> {
 
     /// The role holder moves the frontier from `from` to `to`; the caller wakes
     /// the covered waiters with `wake_covered` once it has published whatever
-    /// else goes with the move.
-    pub(super) fn advance(&self, from: Lsn, to: Lsn) {
+    /// else goes with the move. False: the log was poisoned (the frontier is
+    /// sealed) and nothing moved; the caller returns the poison (INV-6).
+    #[must_use]
+    pub(super) fn advance(&self, from: Lsn, to: Lsn) -> bool {
         debug_assert!(from == self.done() && to > from, "a stage only moves forward from where it is");
-        // SeqCst: waiters check `done` in predicates after counting themselves
-        // in (INV-10).
-        self.done.store(to.0, Ordering::SeqCst);
+        debug_assert!(to.0 < SEALED, "LSNs stay below the seal bit");
+        // Only the role holder stores, so the exchange fails only when the
+        // poison sealed the word (§1.5). SeqCst: waiters check `done` in
+        // predicates after counting themselves in (INV-10).
+        self.done.compare_exchange(from.0, to.0, Ordering::SeqCst, Ordering::SeqCst).is_ok()
     }
 
     /// Wakes the waiters covered by a move from `from` to `to` (delegated: the
@@ -127,7 +143,7 @@ impl<T> Stage<T> {
     pub(super) fn release(&self, guard: MutexGuard<'_, T>) {
         self.role.release(guard);
         fence(Ordering::SeqCst); // R1: the role's release before the demand
-        let done = self.done.load(Ordering::SeqCst);
+        let done = self.done().0;
         let demand = self.demand.load(Ordering::SeqCst);
         if demand > done && !self.role.is_held() {
             self.events.kick(demand, done);
