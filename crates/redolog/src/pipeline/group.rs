@@ -286,7 +286,7 @@ impl<W> Stages<W> {
         // INV-4; it also hands ring space back to appenders. Not after a
         // poison, though this write succeeded (INV-6's seal).
         if !self.write.advance(written, upto) {
-            return Err(self.poison_error());
+            return Err(self.sealed_error());
         }
         let finished = Moment::now();
         self.write.pass.record(finished.ns_since(started));
@@ -331,7 +331,7 @@ impl<W> Stages<W> {
         // INV-5: only after every fdatasync covering [synced, written) returned
         // Ok; INV-6: and not after a poison, though this one did.
         if !self.sync.advance(synced, written) {
-            return Err(self.poison_error());
+            return Err(self.sealed_error());
         }
         self.sync.pass.record(finished.ns_since(pass_started));
         self.tail_events.notify_all();

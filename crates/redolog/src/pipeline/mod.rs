@@ -242,10 +242,26 @@ impl<W> Stages<W> {
     /// after it (docs/DESIGN.md §1.5).
     pub(crate) fn poison(&self, failure: IoFailure) -> Error {
         self.poison.get_or_init(|| Poison { op: failure.op, path: failure.path, source: Arc::new(failure.source) });
+        self.seal();
+        self.wake_everyone();
+        self.poison_error()
+    }
+
+    /// Seals both frontiers, then sets the poison flag (INV-6). The poisoner
+    /// calls it, and so does a publisher whose compare-and-swap found its own
+    /// word sealed: the seals are set one after the other, so it must not
+    /// return the error (nor let its role go) before the other word is sealed
+    /// and the flag is up, whoever the poisoner is (docs/DESIGN.md §1.5).
+    /// Idempotent.
+    fn seal(&self) {
         self.write.seal();
         self.sync.seal();
         self.poisoned.store(true, Ordering::SeqCst);
-        self.wake_everyone();
+    }
+
+    /// A publication the seal beat: finish the seal, return the poison.
+    fn sealed_error(&self) -> Error {
+        self.seal();
         self.poison_error()
     }
 
