@@ -285,9 +285,7 @@ impl<W> Stages<W> {
         port.write(gate, writer, (written, upto), self.synced()).map_err(|failure| self.poison(failure))?;
         // INV-4; it also hands ring space back to appenders. Not after a
         // poison, though this write succeeded (INV-6's seal).
-        if !self.write.advance(written, upto) {
-            return Err(self.sealed_error());
-        }
+        self.publish(&self.write, written, upto)?;
         let finished = Moment::now();
         self.write.pass.record(finished.ns_since(started));
         port.tick(finished);
@@ -330,9 +328,7 @@ impl<W> Stages<W> {
         let finished = port.sync((synced, written), sync_started).map_err(|failure| self.poison(failure))?;
         // INV-5: only after every fdatasync covering [synced, written) returned
         // Ok; INV-6: and not after a poison, though this one did.
-        if !self.sync.advance(synced, written) {
-            return Err(self.sealed_error());
-        }
+        self.publish(&self.sync, synced, written)?;
         self.sync.pass.record(finished.ns_since(pass_started));
         self.tail_events.notify_all();
         Ok(())

@@ -248,8 +248,8 @@ impl<W> Stages<W> {
     }
 
     /// Seals both frontiers, then sets the poison flag (INV-6). The poisoner
-    /// calls it, and so does a publisher whose compare-and-swap found its own
-    /// word sealed: the seals are set one after the other, so it must not
+    /// calls it, and so does a publication whose compare-and-swap found its
+    /// word sealed (`publish`): the seals are set one after the other, so it must not
     /// return the error (nor let its role go) before the other word is sealed
     /// and the flag is up, whoever the poisoner is (docs/DESIGN.md §1.5).
     /// Idempotent.
@@ -259,10 +259,15 @@ impl<W> Stages<W> {
         self.poisoned.store(true, Ordering::SeqCst);
     }
 
-    /// A publication the seal beat: finish the seal, return the poison.
-    fn sealed_error(&self) -> Error {
+    /// The role holder publishes `stage`'s move from `from` to `to`. If the
+    /// seal beat it, it finishes the seal and returns the poison (INV-6): the
+    /// one place a publication meets the poison, for both stages.
+    fn publish<T>(&self, stage: &stage::Stage<T>, from: Lsn, to: Lsn) -> Result<()> {
+        if stage.advance(from, to) {
+            return Ok(());
+        }
         self.seal();
-        self.poison_error()
+        Err(self.poison_error())
     }
 
     /// Poisons the log if the calling thread is panicking: a panic while holding
