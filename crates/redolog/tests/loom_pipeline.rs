@@ -605,6 +605,52 @@ fn a_failed_sync_freezes_an_appender_s_write() {
     a_failure_while_the_other_role_publishes(false);
 }
 
+/// INV-6's seal when the poisoner holds no role (the checkpoint's slot
+/// write, a resize's rename, a panicking appender: `Stages::poison` from a
+/// third thread). It seals `written`, then `synced`, then sets the flag, one
+/// after the other. Meanwhile, in group commit, one committer syncs [0, 1)
+/// while another writes [1, 2). Whoever gets the error reads the frontiers,
+/// and they never move after that; nor after the poisoner returns. A
+/// publisher whose compare-and-swap met the first seal must finish the
+/// second itself before it returns the error: else it reads `synced` while
+/// the other committer can still publish it. Finding that takes three
+/// threads preempted at once: `REDOLOG_LOOM_BOUND=4` (11 s to fail without
+/// the rule, 198 s to pass with it, release build).
+#[test]
+fn a_poison_from_a_thread_without_a_role_freezes_both_frontiers() {
+    check(|| {
+        let log = Arc::new(Log::new(GROUP));
+        log.append(1);
+        log.wait_written(1).expect("nothing failed yet");
+        log.append(2);
+        let frontiers_if_failed =
+            |log: &Log, outcome: Result<(), error::Error>| outcome.is_err().then(|| (log.written(), log.synced()));
+        let poisoner = {
+            let log = log.clone();
+            loom::thread::spawn(move || {
+                let source = std::io::Error::other("injected");
+                log.stages.poison(IoFailure { op: "checkpoint", path: "model".into(), source });
+                (log.written(), log.synced())
+            })
+        };
+        let syncer = {
+            let log = log.clone();
+            loom::thread::spawn(move || {
+                let outcome = log.commit_wait(1);
+                frontiers_if_failed(&log, outcome)
+            })
+        };
+        let writer = frontiers_if_failed(&log, log.wait_written(2));
+        let syncer = syncer.join().expect("the syncer");
+        let poisoned = poisoner.join().expect("the poisoner");
+        let last = (log.written(), log.synced());
+        assert_eq!(last, poisoned, "INV-6: a frontier moved after the poison returned");
+        for seen in [writer, syncer].into_iter().flatten() {
+            assert_eq!(last, seen, "INV-6: a frontier moved after a thread got the error");
+        }
+    });
+}
+
 /// The self-deadlock `stress_faults` found: an appender that reserved [1, 2)
 /// and is short of ring space leads writes before it copies its group; a
 /// committer whose group [2, 3) is copied but not ready (it lies behind the
