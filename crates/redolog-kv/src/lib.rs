@@ -88,9 +88,9 @@ pub struct Options {
     /// Threads the node runs on (Tokio's workers); default: one per CPU.
     /// With 1 the node runs on one thread (a current-thread runtime), the
     /// right choice when several nodes share a machine's cores: three nodes
-    /// on two cores spent ~15 % less CPU per write and wrote ~10 % more
-    /// than with two workers each (docs/BENCHMARKS.md, "A cluster of
-    /// processes").
+    /// on two cores wrote 13 % more with 17 % less CPU per write than on
+    /// two workers each (docs/BENCHMARKS.md, "One thread per node
+    /// process").
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
     /// Test only, unsafe: answer `/api/read` from this node's machine
@@ -106,8 +106,8 @@ pub struct Options {
 }
 
 impl Options {
-    /// The runtime `--threads` asks for: one thread, or a worker per
-    /// thread asked for (per CPU without `--threads`).
+    /// The runtime `--threads` asks for: a current-thread runtime for 1,
+    /// else that many workers (one per CPU without `--threads`).
     ///
     /// ```
     /// use clap::Parser;
