@@ -195,15 +195,35 @@ where
     let listener = tokio::net::TcpListener::bind(&options.listen).await?;
     println!("node {} listening on {}", options.id, listener.local_addr()?);
     let app = api::App { id: options.id, raft, machine, unsafe_reads: options.unsafe_reads };
-    // TCP_NODELAY on every accepted connection, as reqwest sets it on the
-    // calling side: an answer leaves at once instead of waiting for the
-    // peer's acknowledgement of the one before (Nagle). Three alternations
-    // at 16 and 256 clients: 3-8 % more writes/s, in all six pairs
-    // (docs/BENCHMARKS.md, "One thread per node process"). A connection
-    // that refuses the option still serves.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
-        let _ = stream.set_nodelay(true);
-    });
-    axum::serve(listener, api::routes(app)).await?;
+    axum::serve(without_nagle(listener), api::routes(app)).await?;
     Ok(())
+}
+
+/// A listener whose accepted connections have TCP_NODELAY set, as reqwest
+/// sets it on the calling side: an answer leaves at once instead of waiting
+/// for the peer's acknowledgement of the one before (Nagle). Three
+/// alternations at 16 and 256 clients: 3-8 % more writes/s, in all six pairs
+/// (docs/BENCHMARKS.md, "One thread per node process"). A connection that
+/// refuses the option still serves.
+fn without_nagle(
+    listener: tokio::net::TcpListener,
+) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
+    axum::serve::ListenerExt::tap_io(listener, |stream| {
+        let _ = stream.set_nodelay(true);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_node_accepts_connections_without_nagle() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let mut listener = without_nagle(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (accepted, _) = axum::serve::Listener::accept(&mut listener).await;
+        assert!(accepted.nodelay().expect("TCP_NODELAY readable"), "an accepted connection keeps Nagle on");
+    }
 }
