@@ -37,6 +37,11 @@ pub async fn proxy(listener: TcpListener, target: SocketAddr, link: watch::Recei
         let (link, mut cut) = (link.clone(), link.clone());
         tokio::spawn(async move {
             let Ok(outbound) = TcpStream::connect(target).await else { return };
+            // Forwarded as it comes: with Nagle on its sockets the proxy
+            // would hold a frame written apart from the one before it until
+            // the peer's delayed acknowledgement (40 ms), a delay the link
+            // between two nodes does not have.
+            let _ = (inbound.set_nodelay(true), outbound.set_nodelay(true));
             let ((from_caller, to_caller), (from_target, to_target)) = (inbound.into_split(), outbound.into_split());
             tokio::select! {
                 _ = pump(from_caller, to_target, link.clone()) => {}
@@ -47,22 +52,33 @@ pub async fn proxy(listener: TcpListener, target: SocketAddr, link: watch::Recei
     }
 }
 
-/// Copies `from` to `to`, holding each chunk for the link's delay.
+/// Copies `from` to `to`, each chunk delivered the link's delay after it
+/// was read: a delay line, so a chunk waits for its own delay and not for
+/// the delays of the chunks before it.
 async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: watch::Receiver<Link>) {
-    let mut buffer = vec![0; 64 << 10];
-    loop {
-        let read = match from.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => read,
-        };
-        let delay = link.borrow().delay;
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
+    let (chunks, mut due) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let read = async move {
+        let mut buffer = vec![0; 64 << 10];
+        loop {
+            let read = match from.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(read) => read,
+            };
+            let at = tokio::time::Instant::now() + link.borrow().delay;
+            if chunks.send((at, buffer[..read].to_vec())).is_err() {
+                return;
+            }
         }
-        if to.write_all(&buffer[..read]).await.is_err() {
-            return;
+    };
+    let write = async move {
+        while let Some((at, chunk)) = due.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
         }
-    }
+    };
+    tokio::join!(read, write);
 }
 
 pub struct Nodes {
