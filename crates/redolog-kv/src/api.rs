@@ -8,9 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io::Cursor;
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -29,8 +30,9 @@ use openraft::error::{ClientWriteError, ForwardToLeader, RaftError};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{BasicNode, ReadPolicy};
 
+use crate::frames;
 use crate::machine::{Command, Machine, TypeConfig};
-use crate::network::SnapshotMessage;
+use crate::network::{SnapshotMessage, StreamAnswer};
 
 /// A running node.
 pub type Node = openraft::Raft<TypeConfig, Machine>;
@@ -52,6 +54,7 @@ pub struct App {
 pub fn routes(app: App) -> Router {
     Router::new()
         .route("/raft/append", post(append))
+        .route("/raft/stream", post(stream))
         .route("/raft/vote", post(vote))
         .route("/raft/snapshot", post(snapshot))
         .route("/api/write", post(write))
@@ -167,6 +170,40 @@ async fn append(State(app): State<App>, body: Bytes) -> Response {
         Ok(rpc) => Json(app.raft.append_entries(rpc).await).into_response(),
         Err(malformed) => *malformed,
     }
+}
+
+/// A replication session's streamed appends (`network.rs`; KV-5): the requests
+/// framed in the body go to `Raft::stream_append` in order; its answers,
+/// one per request in the same order, are framed into the response as each
+/// request's entries are flushed. A malformed or truncated frame ends the
+/// requests there; the answers to those before it are sent, then the
+/// response is cut with an error so the leader sees the stream fail.
+async fn stream(State(app): State<App>, body: axum::body::Body) -> Response {
+    const MAX_CHUNK: usize = 64;
+    let broken = Arc::new(std::sync::Mutex::new(None));
+    let noted = broken.clone();
+    let requests =
+        frames::decode::<AppendEntriesRequest<TypeConfig>, _>(body.into_data_stream()).scan((), move |(), request| {
+            std::future::ready(match request {
+                Ok(request) => Some(request),
+                Err(error) => {
+                    *noted.lock().expect("not poisoned") = Some(error);
+                    None
+                }
+            })
+        });
+    // The answers ready together leave as one chunk (one DATA frame): h2
+    // tells a peer that sends many small frames to calm down.
+    let answers = app.raft.stream_append(requests).ready_chunks(MAX_CHUNK).map(|answers: Vec<StreamAnswer>| {
+        let mut framed = Vec::with_capacity(128 * answers.len());
+        for answer in &answers {
+            frames::encode_into(&mut framed, answer);
+        }
+        Ok(Bytes::from(framed))
+    });
+    let ending = futures_util::stream::once(async move { broken.lock().expect("not poisoned").take() })
+        .filter_map(|broken| std::future::ready(broken.map(Err)));
+    axum::body::Body::from_stream(answers.chain(ending)).into_response()
 }
 
 async fn vote(State(app): State<App>, Json(rpc): Json<VoteRequest<TypeConfig>>) -> Response {

@@ -15,7 +15,8 @@
 //!
 //! `scripts/test-cluster.sh` does this and more: it kills the leader and
 //! checks that the cluster elects another and that every node converges.
-//! The routes are in `api.rs`; the Raft network in `network.rs`; the state
+//! The routes are in `api.rs`; the Raft network in `network.rs` (its
+//! streamed appends' framing in `frames.rs`); the state
 //! machine, with its client sessions and its snapshots on disk, in
 //! `machine.rs` (docs/RAFT.md, "A cluster of processes").
 //!
@@ -26,6 +27,7 @@
 
 mod api;
 mod client;
+mod frames;
 mod machine;
 mod network;
 
