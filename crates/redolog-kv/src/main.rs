@@ -14,6 +14,10 @@ struct Cli {
 
 fn main() -> Result<(), redolog_kv::Failure> {
     let cli = Cli::parse();
+    // openraft's warnings and errors (an election, a follower unreachable,
+    // a leader stepping down) on standard error; `RUST_LOG` for more.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     cli.node.runtime()?.block_on(async {
         let store = redolog_kv::open_store(&cli.node)?;
         redolog_kv::serve(cli.node, store).await
