@@ -162,7 +162,51 @@ impl Nodes {
             .await
             .expect("init");
         assert!(init.status().is_success(), "init: {}", init.text().await.unwrap_or_default());
+        nodes.settled().await;
         nodes
+    }
+
+    /// Waits (30 s at most) until every node names the same leader in the
+    /// same term and has applied the leader's log, unchanged for a whole
+    /// election timeout (1 s). A new cluster's first appends can stall a
+    /// follower (its first fsyncs on a noisy disk), and a follower that
+    /// stalls past its election timeout elects a new leader: a test that
+    /// asks who leads before then may be answered by a leader on its way
+    /// out.
+    pub async fn settled(&self) {
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut since: Option<(Instant, Value)> = None;
+        loop {
+            let mut seen = Vec::new();
+            for addr in self.addrs.values() {
+                let metrics: Value = match http.get(format!("http://{addr}/cluster/metrics")).send().await {
+                    Ok(response) => response.json().await.unwrap_or_default(),
+                    Err(_) => Value::Null,
+                };
+                seen.push(metrics);
+            }
+            let leader = seen[0]["current_leader"].clone();
+            let leading = seen.iter().find(|metrics| metrics["state"] == "Leader" && metrics["id"] == leader);
+            let settled = leading.filter(|leading| {
+                seen.iter().all(|metrics| {
+                    metrics["current_leader"] == leader
+                        && metrics["term"] == leading["term"]
+                        && metrics["last_applied"] == leading["last_log_index"]
+                })
+            });
+            match (settled, &since) {
+                (Some(leading), Some((from, before))) if *before == leading["term"] => {
+                    if from.elapsed() >= Duration::from_secs(1) {
+                        return;
+                    }
+                }
+                (Some(leading), _) => since = Some((Instant::now(), leading["term"].clone())),
+                (None, _) => since = None,
+            }
+            assert!(Instant::now() < deadline, "the cluster did not settle within 30 s: {seen:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Starts node `id` (again, on its directory) and waits until it serves.
@@ -172,7 +216,7 @@ impl Nodes {
             .arg(format!("--listen={}", self.addrs[&id]))
             .arg(format!("--dir={}", self.dir.path().join(format!("node-{id}")).display()))
             .args(&self.flags)
-            .args(&self.routes[&id])
+            .args(self.routes.get(&id).into_iter().flatten())
             .stdout(Stdio::null())
             .stderr(self.stderr(id))
             .spawn()
