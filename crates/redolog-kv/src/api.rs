@@ -32,7 +32,7 @@ use openraft::{BasicNode, ReadPolicy};
 
 use crate::frames;
 use crate::machine::{Command, Machine, TypeConfig};
-use crate::network::{SnapshotMessage, StreamAnswer};
+use crate::network::{SnapshotMessage, StreamAnswer, StreamFailure};
 
 /// A running node.
 pub type Node = openraft::Raft<TypeConfig, Machine>;
@@ -176,34 +176,38 @@ async fn append(State(app): State<App>, body: Bytes) -> Response {
 /// framed in the body go to `Raft::stream_append` in order; its answers,
 /// one per request in the same order, are framed into the response as each
 /// request's entries are flushed. A malformed or truncated frame ends the
-/// requests there; the answers to those before it are sent, then the
-/// response is cut with an error so the leader sees the stream fail.
+/// requests there: the answers to those before it are sent, then one
+/// [`StreamFailure::Refused`] naming it, and the response ends.
 async fn stream(State(app): State<App>, body: axum::body::Body) -> Response {
     const MAX_CHUNK: usize = 64;
     let broken = Arc::new(std::sync::Mutex::new(None));
     let noted = broken.clone();
-    let requests =
-        frames::decode::<AppendEntriesRequest<TypeConfig>, _>(body.into_data_stream()).scan((), move |(), request| {
+    let requests = frames::decode::<AppendEntriesRequest<TypeConfig>, _>(body.into_data_stream()).enumerate().scan(
+        (),
+        move |(), (index, request)| {
             std::future::ready(match request {
                 Ok(request) => Some(request),
                 Err(error) => {
-                    *noted.lock().expect("not poisoned") = Some(error);
+                    let reason = error.to_string();
+                    *noted.lock().expect("not poisoned") = Some(StreamFailure::Refused { index: index as u64, reason });
                     None
                 }
             })
-        });
+        },
+    );
+    let answers = app.raft.stream_append(requests).map(|answer| answer.map_err(StreamFailure::Fatal));
+    let refused = futures_util::stream::once(async move { broken.lock().expect("not poisoned").take() })
+        .filter_map(|refused| std::future::ready(refused.map(Err)));
     // The answers ready together leave as one chunk (one DATA frame): h2
     // tells a peer that sends many small frames to calm down.
-    let answers = app.raft.stream_append(requests).ready_chunks(MAX_CHUNK).map(|answers: Vec<StreamAnswer>| {
+    let framed = answers.chain(refused).ready_chunks(MAX_CHUNK).map(|answers: Vec<StreamAnswer>| {
         let mut framed = Vec::with_capacity(128 * answers.len());
         for answer in &answers {
             frames::encode_into(&mut framed, answer);
         }
-        Ok(Bytes::from(framed))
+        Ok::<_, std::convert::Infallible>(Bytes::from(framed))
     });
-    let ending = futures_util::stream::once(async move { broken.lock().expect("not poisoned").take() })
-        .filter_map(|broken| std::future::ready(broken.map(Err)));
-    axum::body::Body::from_stream(answers.chain(ending)).into_response()
+    axum::body::Body::from_stream(framed).into_response()
 }
 
 async fn vote(State(app): State<App>, Json(rpc): Json<VoteRequest<TypeConfig>>) -> Response {

@@ -10,7 +10,7 @@
 //! follower's answers from the response's body in the same order. One
 //! HTTP/2 stream keeps the order; the follower hands the requests to
 //! `Raft::stream_append`, which appends them in order and answers each once
-//! its entries are flushed (KV-5, KV-6: docs/RAFT.md, "A cluster of
+//! its entries are flushed (KV-5, KV-6, KV-7: docs/RAFT.md, "A cluster of
 //! processes"). Single calls — votes, snapshots, and each heartbeat (a
 //! stream of one request) — go over HTTP/1.1, whose request leaves in one
 //! write.
@@ -18,7 +18,11 @@
 use std::future::Future;
 use std::io::Cursor;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+
+use axum::body::Bytes;
 
 use futures_util::{FutureExt, Stream, StreamExt};
 use redolog_raft::openraft_0_10::openraft;
@@ -40,8 +44,21 @@ use crate::frames;
 use crate::machine::TypeConfig;
 
 /// What the follower answers each streamed request with: openraft's result,
-/// or the error its Raft stopped with.
-pub type StreamAnswer = Result<StreamAppendResult<TypeConfig>, Fatal<TypeConfig>>;
+/// or why it has no result.
+pub type StreamAnswer = Result<StreamAppendResult<TypeConfig>, StreamFailure>;
+
+/// Why a follower could not answer a streamed request.
+#[derive(Debug, Serialize, Deserialize, thiserror::Error)]
+pub enum StreamFailure {
+    /// Its Raft stopped.
+    #[error("{0}")]
+    Fatal(Fatal<TypeConfig>),
+    /// The request's frame was malformed or cut short: the follower read
+    /// no further. Sent in band, after the answers to the requests before
+    /// it, as the session's last answer.
+    #[error("request {index} of the stream refused: {reason}")]
+    Refused { index: u64, reason: String },
+}
 
 /// A full snapshot as it travels: the leader's vote, the snapshot's meta and
 /// its bytes.
@@ -71,7 +88,15 @@ impl Network {
         // Prior knowledge: the nodes speak HTTP/2 in clear (h2c), so a
         // streamed append is full duplex — answers flow back while the
         // leader is still writing requests.
-        let streams = reqwest::Client::builder().http2_prior_knowledge().build().expect("an HTTP/2 client");
+        // Keepalive pings find a connection to a dead or cut off node
+        // within two seconds, before a session waits on it.
+        let streams = reqwest::Client::builder()
+            .http2_prior_knowledge()
+            .http2_keep_alive_interval(Duration::from_secs(1))
+            .http2_keep_alive_timeout(Duration::from_secs(1))
+            .http2_keep_alive_while_idle(true)
+            .build()
+            .expect("an HTTP/2 client");
         Network { calls: reqwest::Client::default(), streams, routes }
     }
 }
@@ -129,13 +154,22 @@ impl Connection {
     }
 }
 
-/// A call that got no answer in time: the node is `Unreachable`.
+/// A session that stopped making progress: the node is `Unreachable`.
 #[derive(Debug, thiserror::Error)]
 #[error("node {target} at {addr}: no answer to a streamed append in {patience:?}")]
 struct Silent {
     target: u64,
     addr: String,
     patience: Duration,
+}
+
+/// A session the follower ended with requests still unanswered.
+#[derive(Debug, thiserror::Error)]
+#[error("node {target} at {addr}: the streamed append ended with {unanswered} request(s) unanswered")]
+struct CutShort {
+    target: u64,
+    addr: String,
+    unanswered: u64,
 }
 
 impl Connection {
@@ -145,77 +179,204 @@ impl Connection {
 
     /// Opens `/raft/stream` with `input` as its body and returns the
     /// follower's answers in order. Opening, and each answer while a request
-    /// waits for one, get openraft's deadline for one call (`hard_ttl`, as a
-    /// single `append_entries` had): a paused or cut off node is
-    /// `Unreachable` and the session ends. With no request outstanding the
-    /// stream waits as long as openraft does.
+    /// waits for one, get openraft's timeout for a stream's progress
+    /// (`soft_ttl`, KV-6): a paused or cut off node is `Unreachable` and
+    /// the session ends. With no request outstanding the stream waits as
+    /// long as openraft does. However the session ends, openraft's requests
+    /// stop being taken at once (KV-7).
     async fn open_stream<S>(&self, input: S, option: &RPCOption) -> Result<Answers, RPCError<TypeConfig>>
     where
-        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + 'static,
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
     {
-        let patience = option.hard_ttl();
-        let (sent, seen) = watch::channel(0u64);
-        let body = input.map(move |request| {
-            sent.send_modify(|sent| *sent += 1);
-            Ok::<_, std::convert::Infallible>(frames::encode(&request))
-        });
+        let patience = option.soft_ttl();
+        let (feed, cut) = Feed::new(input);
+        let seen = feed.sent.subscribe();
         let url = format!("http://{}/raft/stream", self.addr);
         let failed = |source| CallError { target: self.target, addr: self.addr.clone(), source };
-        let request = self.streams.post(url).body(reqwest::Body::wrap_stream(body)).send();
+        let request = self.streams.post(url).body(reqwest::Body::wrap_stream(feed)).send();
+        // On every early return `cut` is dropped, and with it the body's
+        // hold on openraft's requests.
         let response = match tokio::time::timeout(patience, request).await {
             Err(_) => return Err(self.silent(patience)),
             Ok(Err(error)) => return Err(transport_error(failed(error))),
             Ok(Ok(response)) => response.error_for_status().map_err(|error| transport_error(failed(error)))?,
         };
         let answers = Box::pin(frames::decode::<StreamAnswer, _>(response.bytes_stream()));
-        Ok(Answers { answers, seen, answered: 0, patience, silent: self.silent(patience) })
+        Ok(Answers { answers, seen, answered: 0, patience, target: self.target, addr: self.addr.clone(), _cut: cut })
     }
 }
 
-/// The answers of one streamed append session, with the deadline on each.
+/// How far the body of a streamed append has got.
+#[derive(Clone, Copy, Default)]
+struct Sent {
+    /// Requests handed to HTTP.
+    requests: u64,
+    /// openraft's requests ended: nothing more will be sent.
+    ended: bool,
+}
+
+/// The body of a streamed append: openraft's requests, framed, while the
+/// session lasts. openraft's request streams of one replication task share
+/// its state (the payload, and a lock held while a request is made), and
+/// HTTP/2 sends a body from a task of its own that outlives the response
+/// it belongs to; so the requests sit in a slot the session empties when it
+/// ends ([`Cut`]), after which the body fails and the HTTP/2 stream is
+/// reset — an old session never takes a request meant for the next one.
+struct Feed<S> {
+    slot: Arc<Mutex<Slot<S>>>,
+    sent: watch::Sender<Sent>,
+    done: bool,
+}
+
+struct Slot<S> {
+    input: Option<S>,
+    /// The body's task, to wake when the session ends.
+    waker: Option<Waker>,
+}
+
+/// Ends a session's body when dropped (KV-7).
+struct Cut(Box<dyn FnMut() + Send>);
+
+impl Drop for Cut {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
+/// Why a streamed append's body stopped: its session ended first.
+#[derive(Debug, thiserror::Error)]
+#[error("the replication session ended")]
+struct SessionOver;
+
+impl<S: Stream + Send + Unpin + 'static> Feed<S> {
+    fn new(input: S) -> (Feed<S>, Cut) {
+        let slot = Arc::new(Mutex::new(Slot { input: Some(input), waker: None }));
+        let held = slot.clone();
+        let cut = Cut(Box::new(move || {
+            let (input, waker) = {
+                let mut slot = held.lock().expect("the body's slot is never poisoned");
+                (slot.input.take(), slot.waker.take())
+            };
+            // openraft's stream, and any lock its pending request holds,
+            // dropped outside the slot's lock.
+            drop(input);
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }));
+        (Feed { slot, sent: watch::channel(Sent::default()).0, done: false }, cut)
+    }
+}
+
+impl<S> Stream for Feed<S>
+where
+    S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Unpin,
+{
+    type Item = Result<Bytes, SessionOver>;
+
+    fn poll_next(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let polled = {
+            let mut slot = self.slot.lock().expect("the body's slot is never poisoned");
+            let Some(input) = slot.input.as_mut() else {
+                drop(slot);
+                self.done = true;
+                return Poll::Ready(Some(Err(SessionOver)));
+            };
+            let polled = input.poll_next_unpin(context);
+            if polled.is_pending() {
+                slot.waker = Some(context.waker().clone());
+            }
+            polled
+        };
+        match polled {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(request)) => {
+                self.sent.send_modify(|sent| sent.requests += 1);
+                Poll::Ready(Some(Ok(frames::encode(&request))))
+            }
+            Poll::Ready(None) => {
+                self.done = true;
+                self.sent.send_modify(|sent| sent.ended = true);
+                Poll::Ready(None)
+            }
+        }
+    }
+}
+
+/// The answers of one streamed append session, with the timeout on each.
 struct Answers {
     answers: Pin<Box<dyn Stream<Item = Result<StreamAnswer, frames::FrameError>> + Send>>,
-    /// How many requests the body has taken from openraft.
-    seen: watch::Receiver<u64>,
+    seen: watch::Receiver<Sent>,
     answered: u64,
     patience: Duration,
-    /// What a missed deadline returns.
-    silent: RPCError<TypeConfig>,
+    target: u64,
+    addr: String,
+    /// Dropped with the answers: openraft stopped reading them, so the
+    /// body stops taking its requests (KV-7).
+    _cut: Cut,
 }
 
 impl Answers {
-    /// The next answer: `None` when the follower ended the stream (after
-    /// the last request), an error when it failed or missed the deadline
-    /// (KV-6: the deadline runs from the moment a request was handed to
-    /// HTTP, even when the wait began before it).
+    fn silent(&self) -> RPCError<TypeConfig> {
+        RPCError::Unreachable(Unreachable::new(&Silent {
+            target: self.target,
+            addr: self.addr.clone(),
+            patience: self.patience,
+        }))
+    }
+
+    /// The next answer: `None` once every request of a body that ended is
+    /// answered, an error when the follower failed, ended the stream early
+    /// or made no progress in time (KV-6: the timeout runs from the moment
+    /// a request was handed to HTTP, even when the wait began before it).
     async fn next(&mut self) -> Option<Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>> {
         let next = loop {
-            if *self.seen.borrow_and_update() > self.answered {
+            let sent = *self.seen.borrow_and_update();
+            if sent.requests > self.answered {
                 match tokio::time::timeout(self.patience, self.answers.next()).await {
                     Ok(next) => break next,
-                    Err(_) => return Some(Err(self.silent.clone())),
+                    Err(_) => return Some(Err(self.silent())),
                 }
             }
+            if sent.ended {
+                // Every request answered: the session is over, whenever
+                // the follower gets to closing its side.
+                return None;
+            }
             // Nothing outstanding: an answer (the stream's end), or a
-            // request sent, which starts the deadline. A body that ended
-            // leaves only the answers to wait for.
+            // request sent, which starts the timeout.
             tokio::select! {
                 next = self.answers.next() => break next,
-                sent = self.seen.changed() => if sent.is_err() {
-                    // Every request answered: the follower ends the stream.
+                changed = self.seen.changed() => if changed.is_err() {
+                    // The body is gone without ending: wait for what the
+                    // follower says of the requests it had.
                     match tokio::time::timeout(self.patience, self.answers.next()).await {
                         Ok(next) => break next,
-                        Err(_) => return Some(Err(self.silent.clone())),
+                        Err(_) => return Some(Err(self.silent())),
                     }
                 },
             }
         };
+        let Some(next) = next else {
+            let unanswered = self.seen.borrow().requests - self.answered;
+            if unanswered == 0 {
+                return None;
+            }
+            let short = CutShort { target: self.target, addr: self.addr.clone(), unanswered };
+            return Some(Err(RPCError::Network(NetworkError::new(&short))));
+        };
         self.answered += 1;
-        Some(match next? {
+        Some(match next {
             Ok(Ok(result)) => Ok(result),
             // A node whose Raft stopped answers as a dead one would.
-            Ok(Err(fatal)) => Err(RPCError::Unreachable(Unreachable::new(&fatal))),
-            Err(error) => Err(RPCError::Network(NetworkError::new(&error))),
+            Ok(Err(StreamFailure::Fatal(fatal))) => Err(RPCError::Unreachable(Unreachable::new(&fatal))),
+            Ok(Err(failure @ StreamFailure::Refused { .. })) => Err(RPCError::Network(NetworkError::new(&failure))),
+            // The connection broke: the node died or the link was cut.
+            Err(error @ frames::FrameError::Io(_)) => Err(RPCError::Unreachable(Unreachable::new(&error))),
+            Err(error @ frames::FrameError::Malformed { .. }) => Err(RPCError::Network(NetworkError::new(&error))),
         })
     }
 
@@ -321,23 +482,131 @@ mod tests {
     }
 
     /// A connection to a node whose `/raft/stream` answers the first
-    /// request of a stream and then nothing: a follower paused after it.
-    async fn to_a_node_that_goes_silent() -> Connection {
-        let answer_once = |body: axum::body::Body| async move {
+    /// `answered` requests of a stream and then nothing, holding the
+    /// stream open: a follower paused after them.
+    async fn to_a_node_that_goes_silent_after(answered: usize) -> Connection {
+        let answer_some = move |body: axum::body::Body| async move {
             let requests = frames::decode::<AppendEntriesRequest<TypeConfig>, _>(body.into_data_stream());
-            let first: StreamAnswer = Ok(Ok(None));
             let answers = requests
-                .take(1)
-                .map(move |_| Ok::<_, std::io::Error>(frames::encode(&first)))
+                .take(answered)
+                .map(move |_| {
+                    let answer: StreamAnswer = Ok(Ok(None));
+                    Ok::<_, std::io::Error>(frames::encode(&answer))
+                })
                 .chain(futures_util::stream::pending());
             axum::body::Body::from_stream(answers)
         };
-        let app = axum::Router::new().route("/raft/stream", post(answer_once));
+        serve(axum::Router::new().route("/raft/stream", post(answer_some))).await
+    }
+
+    async fn to_a_node_that_goes_silent() -> Connection {
+        to_a_node_that_goes_silent_after(1).await
+    }
+
+    /// A connection to `app` on a loopback port.
+    async fn serve(app: axum::Router) -> Connection {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
         tokio::spawn(async move { axum::serve(listener, app).await });
         let mut network = Network::with_routes(Default::default());
         network.new_client(2, &BasicNode::new(addr)).await
+    }
+
+    /// Waits up to 2 s for `requests`' receiving end to be dropped.
+    async fn dropped<T>(requests: &tokio::sync::mpsc::UnboundedSender<T>) -> bool {
+        tokio::time::timeout(Duration::from_secs(2), requests.closed()).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn answers_dropped_let_go_of_the_requests_at_once() {
+        let mut connection = to_a_node_that_goes_silent().await;
+        let (requests, input) = tokio::sync::mpsc::unbounded_channel();
+        requests.send(heartbeat()).expect("send");
+        let option = RPCOption::new(Duration::from_millis(200));
+        let mut answers = connection.stream_append(tokio_stream_of(input), option).await.expect("the stream opens");
+        assert!(matches!(answers.next().await, Some(Ok(Ok(None)))));
+        // openraft ends the session (a newer payload, a conflict): the body
+        // must not go on taking requests the next session's stream shares.
+        drop(answers);
+        assert!(dropped(&requests).await, "the body of an ended session still holds openraft's requests");
+    }
+
+    #[tokio::test]
+    async fn an_opening_that_times_out_lets_go_of_the_requests() {
+        let never = |_body: axum::body::Body| std::future::pending::<axum::body::Body>();
+        let mut connection = serve(axum::Router::new().route("/raft/stream", post(never))).await;
+        let (requests, input) = tokio::sync::mpsc::unbounded_channel();
+        requests.send(heartbeat()).expect("send");
+        requests.send(heartbeat()).expect("send");
+        let option = RPCOption::new(Duration::from_millis(200));
+        let opened = connection.stream_append(tokio_stream_of(input), option).await;
+        assert!(matches!(opened, Err(RPCError::Unreachable(_))), "{:?}", opened.err());
+        assert!(dropped(&requests).await, "the body of a failed opening still holds openraft's requests");
+    }
+
+    #[tokio::test]
+    async fn a_session_whose_requests_are_all_answered_ends_without_waiting_for_the_follower() {
+        let mut connection = to_a_node_that_goes_silent_after(2).await;
+        let (requests, input) = tokio::sync::mpsc::unbounded_channel();
+        requests.send(heartbeat()).expect("send");
+        requests.send(heartbeat()).expect("send");
+        drop(requests);
+        let option = RPCOption::new(Duration::from_secs(4));
+        let mut answers = connection.stream_append(tokio_stream_of(input), option).await.expect("the stream opens");
+        for _ in 0..2 {
+            let answer = answers.next().await;
+            assert!(matches!(answer, Some(Ok(Ok(None)))), "{answer:?}");
+        }
+        // The follower holds its side open; the session is over all the same.
+        let end = tokio::time::timeout(Duration::from_secs(1), answers.next()).await;
+        assert!(matches!(end, Ok(None)), "{end:?}");
+    }
+
+    #[tokio::test]
+    async fn a_follower_that_ends_the_stream_early_is_a_network_error() {
+        let answer_one_and_end = |body: axum::body::Body| async move {
+            let requests = frames::decode::<AppendEntriesRequest<TypeConfig>, _>(body.into_data_stream());
+            let answers = requests.take(1).map(|_| {
+                let answer: StreamAnswer = Ok(Ok(None));
+                Ok::<_, std::io::Error>(frames::encode(&answer))
+            });
+            axum::body::Body::from_stream(answers)
+        };
+        let mut connection = serve(axum::Router::new().route("/raft/stream", post(answer_one_and_end))).await;
+        let (requests, input) = tokio::sync::mpsc::unbounded_channel();
+        requests.send(heartbeat()).expect("send");
+        requests.send(heartbeat()).expect("send");
+        let option = RPCOption::new(Duration::from_secs(4));
+        let mut answers = connection.stream_append(tokio_stream_of(input), option).await.expect("the stream opens");
+        assert!(matches!(answers.next().await, Some(Ok(Ok(None)))));
+        let cut = tokio::time::timeout(Duration::from_secs(2), answers.next()).await.expect("no wait for the timeout");
+        let Some(Err(RPCError::Network(error))) = cut else { panic!("{cut:?}") };
+        assert!(error.to_string().contains("1 request(s) unanswered"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_request_is_a_network_error_naming_it() {
+        let refuse_the_second = |body: axum::body::Body| async move {
+            let requests = frames::decode::<AppendEntriesRequest<TypeConfig>, _>(body.into_data_stream());
+            let answers = requests.take(2).enumerate().map(|(index, _)| {
+                let answer: StreamAnswer = match index {
+                    0 => Ok(Ok(None)),
+                    _ => Err(StreamFailure::Refused { index: 1, reason: "malformed".into() }),
+                };
+                Ok::<_, std::io::Error>(frames::encode(&answer))
+            });
+            axum::body::Body::from_stream(answers)
+        };
+        let mut connection = serve(axum::Router::new().route("/raft/stream", post(refuse_the_second))).await;
+        let (requests, input) = tokio::sync::mpsc::unbounded_channel();
+        requests.send(heartbeat()).expect("send");
+        requests.send(heartbeat()).expect("send");
+        let option = RPCOption::new(Duration::from_secs(4));
+        let answers: Vec<_> =
+            connection.stream_append(tokio_stream_of(input), option).await.expect("the stream opens").collect().await;
+        assert!(matches!(answers[..], [Ok(Ok(None)), Err(RPCError::Network(_))]), "{answers:?}");
+        let Err(refused) = &answers[1] else { unreachable!("matched above") };
+        assert!(refused.to_string().contains("request 1 of the stream refused"), "{refused}");
     }
 
     #[tokio::test]

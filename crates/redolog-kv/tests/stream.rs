@@ -1,0 +1,63 @@
+//! Goal: KV-5's last clause (docs/RAFT.md, "A cluster of processes") — a
+//! node reading a replication stream (`/raft/stream`) answers every request
+//! before a malformed frame, then refuses that frame in band, naming its
+//! index, and ends the response: nothing after it is read, and the answers
+//! before it are not lost to a reset stream.
+//! Method: one `redolog-kv` process; a body of a request, a frame that is
+//! not JSON, and another request, posted at once; the response's frames
+//! decoded by hand (a 4-byte big-endian length, then JSON).
+
+mod common;
+
+use redolog_kv::TypeConfig;
+use redolog_raft::openraft_0_10::openraft;
+use serde_json::Value;
+
+use common::Nodes;
+
+fn frame(frames: &mut Vec<u8>, json: &[u8]) {
+    frames.extend_from_slice(&u32::try_from(json.len()).expect("small").to_be_bytes());
+    frames.extend_from_slice(json);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_frame_is_refused_after_the_answers_before_it() {
+    let nodes = Nodes::start(1, &[]).await;
+    let request = openraft::raft::AppendEntriesRequest::<TypeConfig> {
+        // An older term than the node's own: refused as stale, an answer all the same.
+        vote: openraft::Vote::new(0, 2),
+        prev_log_id: None,
+        leader_commit: None,
+        entries: vec![],
+    };
+    let request = serde_json::to_vec(&request).expect("json");
+    let mut body = Vec::new();
+    frame(&mut body, &request);
+    frame(&mut body, b"{\"not\": \"a request\"}");
+    frame(&mut body, &request);
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/raft/stream", nodes.addrs[&1]))
+        .body(body)
+        .send()
+        .await
+        .expect("the node answers");
+    assert!(response.status().is_success(), "{}", response.status());
+    let bytes = tokio::time::timeout(std::time::Duration::from_secs(10), response.bytes())
+        .await
+        .expect("the response ends after the refusal")
+        .expect("the whole response, not a reset");
+    let mut answers = Vec::new();
+    let mut rest = &bytes[..];
+    while !rest.is_empty() {
+        assert!(rest.len() >= 4, "a cut frame: {rest:?}");
+        let length = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+        let answer: Value = serde_json::from_slice(&rest[4..4 + length]).expect("a JSON answer");
+        answers.push(answer);
+        rest = &rest[4 + length..];
+    }
+    assert_eq!(answers.len(), 2, "one answer, then the refusal, nothing after: {answers:?}");
+    assert!(answers[0].get("Ok").is_some(), "the request before the bad frame is answered: {}", answers[0]);
+    let refused = &answers[1]["Err"]["Refused"];
+    assert_eq!(refused["index"], 1, "{}", answers[1]);
+    assert!(refused["reason"].as_str().is_some_and(|reason| reason.contains("frame 1")), "{}", answers[1]);
+}
