@@ -562,22 +562,37 @@ mod tests {
         assert!(matches!(end, Ok(None)), "{end:?}");
     }
 
-    #[tokio::test]
-    async fn a_follower_that_ends_the_stream_early_is_a_network_error() {
-        let answer_one_and_end = |body: axum::body::Body| async move {
+    /// A connection to a node whose `/raft/stream` answers the first
+    /// requests with `answers`, one each, and then ends its response.
+    async fn to_a_node_answering(answers: Vec<StreamAnswer>) -> Connection {
+        let frames: Vec<Bytes> = answers.iter().map(frames::encode).collect();
+        let answer = move |body: axum::body::Body| async move {
             let requests = frames::decode::<AppendEntriesRequest<TypeConfig>, _>(body.into_data_stream());
-            let answers = requests.take(1).map(|_| {
-                let answer: StreamAnswer = Ok(Ok(None));
-                Ok::<_, std::io::Error>(frames::encode(&answer))
-            });
+            let answers =
+                requests.zip(futures_util::stream::iter(frames)).map(|(_, frame)| Ok::<_, std::io::Error>(frame));
             axum::body::Body::from_stream(answers)
         };
-        let mut connection = serve(axum::Router::new().route("/raft/stream", post(answer_one_and_end))).await;
+        serve(axum::Router::new().route("/raft/stream", post(answer))).await
+    }
+
+    type Sender = tokio::sync::mpsc::UnboundedSender<AppendEntriesRequest<TypeConfig>>;
+
+    /// The answers of a session of two requests, and the input's sender
+    /// (the input stays open while it lives).
+    async fn two_requests_to(
+        connection: &mut Connection,
+    ) -> (Sender, BoxStream<'_, Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>) {
         let (requests, input) = tokio::sync::mpsc::unbounded_channel();
         requests.send(heartbeat()).expect("send");
         requests.send(heartbeat()).expect("send");
         let option = RPCOption::new(Duration::from_secs(4));
-        let mut answers = connection.stream_append(tokio_stream_of(input), option).await.expect("the stream opens");
+        (requests, connection.stream_append(tokio_stream_of(input), option).await.expect("the stream opens"))
+    }
+
+    #[tokio::test]
+    async fn a_follower_that_ends_the_stream_early_is_a_network_error() {
+        let mut connection = to_a_node_answering(vec![Ok(Ok(None))]).await;
+        let (_requests, mut answers) = two_requests_to(&mut connection).await;
         assert!(matches!(answers.next().await, Some(Ok(Ok(None)))));
         let cut = tokio::time::timeout(Duration::from_secs(2), answers.next()).await.expect("no wait for the timeout");
         let Some(Err(RPCError::Network(error))) = cut else { panic!("{cut:?}") };
@@ -586,24 +601,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_request_is_a_network_error_naming_it() {
-        let refuse_the_second = |body: axum::body::Body| async move {
-            let requests = frames::decode::<AppendEntriesRequest<TypeConfig>, _>(body.into_data_stream());
-            let answers = requests.take(2).enumerate().map(|(index, _)| {
-                let answer: StreamAnswer = match index {
-                    0 => Ok(Ok(None)),
-                    _ => Err(StreamFailure::Refused { index: 1, reason: "malformed".into() }),
-                };
-                Ok::<_, std::io::Error>(frames::encode(&answer))
-            });
-            axum::body::Body::from_stream(answers)
-        };
-        let mut connection = serve(axum::Router::new().route("/raft/stream", post(refuse_the_second))).await;
-        let (requests, input) = tokio::sync::mpsc::unbounded_channel();
-        requests.send(heartbeat()).expect("send");
-        requests.send(heartbeat()).expect("send");
-        let option = RPCOption::new(Duration::from_secs(4));
-        let answers: Vec<_> =
-            connection.stream_append(tokio_stream_of(input), option).await.expect("the stream opens").collect().await;
+        let refused = Err(StreamFailure::Refused { index: 1, reason: "malformed".into() });
+        let mut connection = to_a_node_answering(vec![Ok(Ok(None)), refused]).await;
+        let (_requests, answers) = two_requests_to(&mut connection).await;
+        let answers: Vec<_> = answers.collect().await;
         assert!(matches!(answers[..], [Ok(Ok(None)), Err(RPCError::Network(_))]), "{answers:?}");
         let Err(refused) = &answers[1] else { unreachable!("matched above") };
         assert!(refused.to_string().contains("request 1 of the stream refused"), "{refused}");
