@@ -168,11 +168,12 @@ impl Nodes {
 
     /// Waits (30 s at most) until every node names the same leader in the
     /// same term and has applied the leader's log, unchanged for a whole
-    /// election timeout (1 s). A new cluster's first appends can stall a
-    /// follower (its first fsyncs on a noisy disk), and a follower that
-    /// stalls past its election timeout elects a new leader: a test that
-    /// asks who leads before then may be answered by a leader on its way
-    /// out.
+    /// election timeout (1 s). A new cluster's first appends and heartbeats
+    /// have been seen to time out for about 200 ms (once in about eight
+    /// runs of test-cluster.sh, on the disk and on tmpfs alike), and a
+    /// follower that stalls past its election timeout elects a new leader:
+    /// a test that asks who leads before then may be answered by a leader
+    /// on its way out.
     pub async fn settled(&self) {
         let http = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(30);
