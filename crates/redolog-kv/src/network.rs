@@ -172,11 +172,12 @@ struct CutShort {
     unanswered: u64,
 }
 
-impl Connection {
-    fn silent(&self, patience: Duration) -> RPCError<TypeConfig> {
-        RPCError::Unreachable(Unreachable::new(&Silent { target: self.target, addr: self.addr.clone(), patience }))
-    }
+/// `Unreachable`: node `target` at `addr` made no progress in `patience`.
+fn silent(target: u64, addr: &str, patience: Duration) -> RPCError<TypeConfig> {
+    RPCError::Unreachable(Unreachable::new(&Silent { target, addr: addr.to_string(), patience }))
+}
 
+impl Connection {
     /// Opens `/raft/stream` with `input` as its body and returns the
     /// follower's answers in order. Opening, and each answer while a request
     /// waits for one, get openraft's timeout for a stream's progress
@@ -197,7 +198,7 @@ impl Connection {
         // On every early return `cut` is dropped, and with it the body's
         // hold on openraft's requests.
         let response = match tokio::time::timeout(patience, request).await {
-            Err(_) => return Err(self.silent(patience)),
+            Err(_) => return Err(silent(self.target, &self.addr, patience)),
             Ok(Err(error)) => return Err(transport_error(failed(error))),
             Ok(Ok(response)) => response.error_for_status().map_err(|error| transport_error(failed(error)))?,
         };
@@ -320,25 +321,20 @@ struct Answers {
 }
 
 impl Answers {
-    fn silent(&self) -> RPCError<TypeConfig> {
-        RPCError::Unreachable(Unreachable::new(&Silent {
-            target: self.target,
-            addr: self.addr.clone(),
-            patience: self.patience,
-        }))
-    }
-
     /// The next answer: `None` once every request of a body that ended is
     /// answered, an error when the follower failed, ended the stream early
     /// or made no progress in time (KV-6: the timeout runs from the moment
     /// a request was handed to HTTP, even when the wait began before it).
     async fn next(&mut self) -> Option<Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>> {
+        // The body is gone without ending: only the follower's word on the
+        // requests it had is left to wait for.
+        let mut body_gone = false;
         let next = loop {
             let sent = *self.seen.borrow_and_update();
-            if sent.requests > self.answered {
+            if sent.requests > self.answered || body_gone {
                 match tokio::time::timeout(self.patience, self.answers.next()).await {
                     Ok(next) => break next,
-                    Err(_) => return Some(Err(self.silent())),
+                    Err(_) => return Some(Err(silent(self.target, &self.addr, self.patience))),
                 }
             }
             if sent.ended {
@@ -350,14 +346,7 @@ impl Answers {
             // request sent, which starts the timeout.
             tokio::select! {
                 next = self.answers.next() => break next,
-                changed = self.seen.changed() => if changed.is_err() {
-                    // The body is gone without ending: wait for what the
-                    // follower says of the requests it had.
-                    match tokio::time::timeout(self.patience, self.answers.next()).await {
-                        Ok(next) => break next,
-                        Err(_) => return Some(Err(self.silent())),
-                    }
-                },
+                changed = self.seen.changed() => body_gone = changed.is_err(),
             }
         };
         let Some(next) = next else {
@@ -517,13 +506,28 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(2), requests.closed()).await.is_ok()
     }
 
+    type Sender = tokio::sync::mpsc::UnboundedSender<AppendEntriesRequest<TypeConfig>>;
+
+    /// A session opened with `requests` heartbeats waiting and openraft's
+    /// `ttl`: its answers, and the input's sender (the input stays open
+    /// while it lives).
+    async fn session(
+        connection: &mut Connection,
+        requests: usize,
+        ttl: Duration,
+    ) -> (Sender, BoxStream<'_, Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>) {
+        let (sender, input) = tokio::sync::mpsc::unbounded_channel();
+        for _ in 0..requests {
+            sender.send(heartbeat()).expect("send");
+        }
+        let option = RPCOption::new(ttl);
+        (sender, connection.stream_append(tokio_stream_of(input), option).await.expect("the stream opens"))
+    }
+
     #[tokio::test]
     async fn answers_dropped_let_go_of_the_requests_at_once() {
         let mut connection = to_a_node_that_goes_silent().await;
-        let (requests, input) = tokio::sync::mpsc::unbounded_channel();
-        requests.send(heartbeat()).expect("send");
-        let option = RPCOption::new(Duration::from_millis(200));
-        let mut answers = connection.stream_append(tokio_stream_of(input), option).await.expect("the stream opens");
+        let (requests, mut answers) = session(&mut connection, 1, Duration::from_millis(200)).await;
         assert!(matches!(answers.next().await, Some(Ok(Ok(None)))));
         // openraft ends the session (a newer payload, a conflict): the body
         // must not go on taking requests the next session's stream shares.
@@ -547,12 +551,8 @@ mod tests {
     #[tokio::test]
     async fn a_session_whose_requests_are_all_answered_ends_without_waiting_for_the_follower() {
         let mut connection = to_a_node_that_goes_silent_after(2).await;
-        let (requests, input) = tokio::sync::mpsc::unbounded_channel();
-        requests.send(heartbeat()).expect("send");
-        requests.send(heartbeat()).expect("send");
+        let (requests, mut answers) = session(&mut connection, 2, Duration::from_secs(4)).await;
         drop(requests);
-        let option = RPCOption::new(Duration::from_secs(4));
-        let mut answers = connection.stream_append(tokio_stream_of(input), option).await.expect("the stream opens");
         for _ in 0..2 {
             let answer = answers.next().await;
             assert!(matches!(answer, Some(Ok(Ok(None)))), "{answer:?}");
@@ -575,24 +575,10 @@ mod tests {
         serve(axum::Router::new().route("/raft/stream", post(answer))).await
     }
 
-    type Sender = tokio::sync::mpsc::UnboundedSender<AppendEntriesRequest<TypeConfig>>;
-
-    /// The answers of a session of two requests, and the input's sender
-    /// (the input stays open while it lives).
-    async fn two_requests_to(
-        connection: &mut Connection,
-    ) -> (Sender, BoxStream<'_, Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>) {
-        let (requests, input) = tokio::sync::mpsc::unbounded_channel();
-        requests.send(heartbeat()).expect("send");
-        requests.send(heartbeat()).expect("send");
-        let option = RPCOption::new(Duration::from_secs(4));
-        (requests, connection.stream_append(tokio_stream_of(input), option).await.expect("the stream opens"))
-    }
-
     #[tokio::test]
     async fn a_follower_that_ends_the_stream_early_is_a_network_error() {
         let mut connection = to_a_node_answering(vec![Ok(Ok(None))]).await;
-        let (_requests, mut answers) = two_requests_to(&mut connection).await;
+        let (_requests, mut answers) = session(&mut connection, 2, Duration::from_secs(4)).await;
         assert!(matches!(answers.next().await, Some(Ok(Ok(None)))));
         let cut = tokio::time::timeout(Duration::from_secs(2), answers.next()).await.expect("no wait for the timeout");
         let Some(Err(RPCError::Network(error))) = cut else { panic!("{cut:?}") };
@@ -603,7 +589,7 @@ mod tests {
     async fn a_refused_request_is_a_network_error_naming_it() {
         let refused = Err(StreamFailure::Refused { index: 1, reason: "malformed".into() });
         let mut connection = to_a_node_answering(vec![Ok(Ok(None)), refused]).await;
-        let (_requests, answers) = two_requests_to(&mut connection).await;
+        let (_requests, answers) = session(&mut connection, 2, Duration::from_secs(4)).await;
         let answers: Vec<_> = answers.collect().await;
         assert!(matches!(answers[..], [Ok(Ok(None)), Err(RPCError::Network(_))]), "{answers:?}");
         let Err(refused) = &answers[1] else { unreachable!("matched above") };
@@ -613,10 +599,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_with_no_answer_is_unreachable_after_the_deadline() {
         let mut connection = to_a_node_that_goes_silent().await;
-        let (requests, input) = tokio::sync::mpsc::unbounded_channel();
-        requests.send(heartbeat()).expect("send");
-        let option = RPCOption::new(Duration::from_millis(200));
-        let mut answers = connection.stream_append(tokio_stream_of(input), option).await.expect("the stream opens");
+        let (requests, mut answers) = session(&mut connection, 1, Duration::from_millis(200)).await;
         let first = answers.next().await;
         assert!(matches!(first, Some(Ok(Ok(None)))), "{first:?}");
         // Nothing outstanding: the stream waits as openraft does, past the deadline.

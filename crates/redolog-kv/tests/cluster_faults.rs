@@ -39,9 +39,7 @@ const CLIENTS: u64 = 4;
 /// The leader some node names, if any.
 async fn named_leader(cluster: &Nodes, client: &reqwest::Client) -> Option<u64> {
     for addr in cluster.addrs.values() {
-        let Ok(response) = client.get(format!("http://{addr}/cluster/metrics")).send().await else { continue };
-        let Ok(metrics) = response.json::<Value>().await else { continue };
-        if let Some(leader) = metrics["current_leader"].as_u64() {
+        if let Some(leader) = common::metrics(client, addr).await["current_leader"].as_u64() {
             return Some(leader);
         }
     }

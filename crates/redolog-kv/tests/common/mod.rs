@@ -81,6 +81,15 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: watch::Rece
     tokio::join!(read, write);
 }
 
+/// A node's `/cluster/metrics`, or `Null` when it does not answer with
+/// them (dead, paused past the client's patience, cut off).
+pub async fn metrics(http: &reqwest::Client, addr: &SocketAddr) -> Value {
+    match http.get(format!("http://{addr}/cluster/metrics")).send().await {
+        Ok(response) => response.json().await.unwrap_or_default(),
+        Err(_) => Value::Null,
+    }
+}
+
 pub struct Nodes {
     dir: tempfile::TempDir,
     pub addrs: BTreeMap<u64, SocketAddr>,
@@ -181,11 +190,7 @@ impl Nodes {
         loop {
             let mut seen = Vec::new();
             for addr in self.addrs.values() {
-                let metrics: Value = match http.get(format!("http://{addr}/cluster/metrics")).send().await {
-                    Ok(response) => response.json().await.unwrap_or_default(),
-                    Err(_) => Value::Null,
-                };
-                seen.push(metrics);
+                seen.push(metrics(&http, addr).await);
             }
             let leader = seen[0]["current_leader"].clone();
             let leading = seen.iter().find(|metrics| metrics["state"] == "Leader" && metrics["id"] == leader);
@@ -328,11 +333,7 @@ impl Nodes {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             for (id, addr) in &self.addrs {
-                let metrics: Value = match http.get(format!("http://{addr}/cluster/metrics")).send().await {
-                    Ok(response) => response.json().await.unwrap_or_default(),
-                    Err(_) => continue,
-                };
-                if metrics["state"] == "Leader" {
+                if metrics(&http, addr).await["state"] == "Leader" {
                     return *id;
                 }
             }
