@@ -1,4 +1,5 @@
-//! Raft's RPCs between nodes: JSON over HTTP, reqwest on the calling side
+//! Raft's RPCs between nodes over HTTP — single calls as JSON, the streamed
+//! appends as MessagePack frames (`frames.rs`) — reqwest on the calling side
 //! (the other side is `api.rs`'s `/raft/*` routes). Every call carries
 //! openraft's deadline for it; a node that does not answer is
 //! `Unreachable`, an answer openraft sent as an error is the remote's error.

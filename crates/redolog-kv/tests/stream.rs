@@ -4,20 +4,21 @@
 //! index, and ends the response: nothing after it is read, and the answers
 //! before it are not lost to a reset stream.
 //! Method: one `redolog-kv` process; a body of a request, a frame that is
-//! not JSON, and another request, posted at once; the response's frames
-//! decoded by hand (a 4-byte big-endian length, then JSON).
+//! MessagePack but not a request, and another request, posted at once; the
+//! response's frames decoded by hand (a 4-byte big-endian length, then
+//! MessagePack).
 
 mod common;
 
 use redolog_kv::TypeConfig;
 use redolog_raft::openraft_0_10::openraft;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use common::Nodes;
 
-fn frame(frames: &mut Vec<u8>, json: &[u8]) {
-    frames.extend_from_slice(&u32::try_from(json.len()).expect("small").to_be_bytes());
-    frames.extend_from_slice(json);
+fn frame(frames: &mut Vec<u8>, message: &[u8]) {
+    frames.extend_from_slice(&u32::try_from(message.len()).expect("small").to_be_bytes());
+    frames.extend_from_slice(message);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -30,10 +31,10 @@ async fn a_malformed_frame_is_refused_after_the_answers_before_it() {
         leader_commit: None,
         entries: vec![],
     };
-    let request = serde_json::to_vec(&request).expect("json");
+    let request = rmp_serde::to_vec_named(&request).expect("MessagePack");
     let mut body = Vec::new();
     frame(&mut body, &request);
-    frame(&mut body, b"{\"not\": \"a request\"}");
+    frame(&mut body, &rmp_serde::to_vec_named(&json!({"not": "a request"})).expect("MessagePack"));
     frame(&mut body, &request);
     let response = reqwest::Client::new()
         .post(format!("http://{}/raft/stream", nodes.addrs[&1]))
@@ -51,7 +52,7 @@ async fn a_malformed_frame_is_refused_after_the_answers_before_it() {
     while !rest.is_empty() {
         assert!(rest.len() >= 4, "a cut frame: {rest:?}");
         let length = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
-        let answer: Value = serde_json::from_slice(&rest[4..4 + length]).expect("a JSON answer");
+        let answer: Value = rmp_serde::from_slice(&rest[4..4 + length]).expect("a MessagePack answer");
         answers.push(answer);
         rest = &rest[4 + length..];
     }
