@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use openraft::alias::SnapshotOf;
+use openraft::alias::{SnapshotOf, VoteOf};
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::error::{ClientWriteError, ForwardToLeader, RaftError};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
@@ -48,6 +48,8 @@ pub struct App {
     pub machine: Machine,
     /// `--unsafe-reads`: `/api/read` skips the read index (test only).
     pub unsafe_reads: bool,
+    /// `--unsafe-stray-votes`: KV-8's check skipped (test only).
+    pub unsafe_stray_votes: bool,
 }
 
 /// The routes.
@@ -165,34 +167,53 @@ fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, Box<Response>> {
     })
 }
 
-async fn append(State(app): State<App>, body: Bytes) -> Response {
-    match decode::<AppendEntriesRequest<TypeConfig>>(&body) {
-        Ok(rpc) => Json(app.raft.append_entries(rpc).await).into_response(),
-        Err(malformed) => *malformed,
+/// Whether `vote`, carried by an append or a snapshot, is a leader's: only
+/// a leader sends those, with its committed vote (KV-8). openraft takes
+/// the sender's word for it — a debug build panics its Raft core on a vote
+/// that is not committed, a release build follows the sender as a leader —
+/// so the node refuses any other before openraft sees it.
+fn leaders_vote(app: &App, vote: &VoteOf<TypeConfig>) -> Result<(), String> {
+    match vote.is_committed() || app.unsafe_stray_votes {
+        true => Ok(()),
+        false => Err(format!("vote {vote} is not committed: only a leader sends entries or a snapshot")),
     }
+}
+
+async fn append(State(app): State<App>, body: Bytes) -> Response {
+    let rpc = match decode::<AppendEntriesRequest<TypeConfig>>(&body) {
+        Ok(rpc) => rpc,
+        Err(malformed) => return *malformed,
+    };
+    if let Err(stray) = leaders_vote(&app, &rpc.vote) {
+        return failure(StatusCode::BAD_REQUEST, json!({"error": stray}));
+    }
+    Json(app.raft.append_entries(rpc).await).into_response()
 }
 
 /// A replication session's streamed appends (`network.rs`; KV-5): the requests
 /// framed in the body go to `Raft::stream_append` in order; its answers,
 /// one per request in the same order, are framed into the response as each
-/// request's entries are flushed. A malformed or truncated frame ends the
-/// requests there: the answers to those before it are sent, then one
+/// request's entries are flushed. A malformed or truncated frame, or a
+/// request whose vote is not a leader's (KV-8), ends the requests there:
+/// the answers to those before it are sent, then one
 /// [`StreamFailure::Refused`] naming it, and the response ends.
 async fn stream(State(app): State<App>, body: axum::body::Body) -> Response {
     const MAX_CHUNK: usize = 64;
     let broken = Arc::new(std::sync::Mutex::new(None));
-    let noted = broken.clone();
+    let (noted, checked) = (broken.clone(), app.clone());
     let requests = frames::decode::<AppendEntriesRequest<TypeConfig>, _>(body.into_data_stream()).enumerate().scan(
         (),
         move |(), (index, request)| {
-            std::future::ready(match request {
-                Ok(request) => Some(request),
-                Err(error) => {
-                    let reason = error.to_string();
-                    *noted.lock().expect("not poisoned") = Some(StreamFailure::Refused { index: index as u64, reason });
-                    None
-                }
-            })
+            let refused = match request {
+                Ok(request) => match leaders_vote(&checked, &request.vote) {
+                    Ok(()) => return std::future::ready(Some(request)),
+                    Err(stray) => format!("frame {index}: {stray}"),
+                },
+                Err(error) => error.to_string(),
+            };
+            *noted.lock().expect("not poisoned") =
+                Some(StreamFailure::Refused { index: index as u64, reason: refused });
+            std::future::ready(None)
         },
     );
     let answers = app.raft.stream_append(requests).map(|answer| answer.map_err(StreamFailure::Fatal));
@@ -215,6 +236,9 @@ async fn vote(State(app): State<App>, Json(rpc): Json<VoteRequest<TypeConfig>>) 
 }
 
 async fn snapshot(State(app): State<App>, Json(message): Json<SnapshotMessage>) -> Response {
+    if let Err(stray) = leaders_vote(&app, &message.vote) {
+        return failure(StatusCode::BAD_REQUEST, json!({"error": stray}));
+    }
     let snapshot =
         SnapshotOf::<TypeConfig, Cursor<Vec<u8>>> { meta: message.meta, snapshot: Cursor::new(message.data) };
     let result: Result<_, RaftError<TypeConfig>> =

@@ -105,6 +105,11 @@ pub struct Options {
     /// negative control of `tests/restarted_leader.rs`.
     #[arg(long, hide = true)]
     pub unsafe_leader_restore: bool,
+    /// Test only, unsafe: hand appends and snapshots whose vote is not a
+    /// leader's to openraft, the way KV-8 forbids — the negative control of
+    /// `tests/stray_votes.rs`, and the way it stops a node's Raft.
+    #[arg(long, hide = true)]
+    pub unsafe_stray_votes: bool,
 }
 
 impl Options {
@@ -196,9 +201,36 @@ where
     let raft = Node::new(options.id, config, network, store, machine.clone()).await?;
     let listener = tokio::net::TcpListener::bind(&options.listen).await?;
     println!("node {} listening on {}", options.id, listener.local_addr()?);
-    let app = api::App { id: options.id, raft, machine, unsafe_reads: options.unsafe_reads };
-    axum::serve(without_nagle(listener), api::routes(app)).await?;
-    Ok(())
+    let core = raft.metrics();
+    let app = api::App {
+        id: options.id,
+        raft,
+        machine,
+        unsafe_reads: options.unsafe_reads,
+        unsafe_stray_votes: options.unsafe_stray_votes,
+    };
+    tokio::select! {
+        served = axum::serve(without_nagle(listener), api::routes(app)) => Ok(served?),
+        stopped = raft_stopped(core) => Err(stopped.into()),
+    }
+}
+
+/// Waits until the node's Raft core has stopped (a storage error, a bug
+/// openraft caught) and says why. The node then ends with that error: a
+/// process that went on serving HTTP without Raft would answer health
+/// checks and metrics while it refuses every write — a supervisor restarts
+/// a node that exits.
+async fn raft_stopped(
+    mut metrics: openraft::type_config::alias::WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>,
+) -> String {
+    use openraft::async_runtime::watch::WatchReceiver;
+    while metrics.changed().await.is_ok() {
+        if let Err(fatal) = &metrics.borrow_watched().running_state {
+            return format!("Raft stopped: {fatal}");
+        }
+    }
+    let last = metrics.borrow_watched().running_state.clone();
+    format!("Raft stopped: {}", last.err().map_or("its core ended".to_string(), |fatal| fatal.to_string()))
 }
 
 /// A listener whose accepted connections have TCP_NODELAY set, as reqwest

@@ -26,7 +26,7 @@ async fn a_malformed_frame_is_refused_after_the_answers_before_it() {
     let nodes = Nodes::start(1, &[]).await;
     let request = openraft::raft::AppendEntriesRequest::<TypeConfig> {
         // An older term than the node's own: refused as stale, an answer all the same.
-        vote: openraft::Vote::new(0, 2),
+        vote: openraft::Vote::new_committed(0, 2),
         prev_log_id: None,
         leader_commit: None,
         entries: vec![],

@@ -319,6 +319,21 @@ impl Nodes {
         report
     }
 
+    /// How node `id` exited, once it has (`within` at most): `None` if it
+    /// still runs.
+    pub async fn exited(&mut self, id: u64, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(exit)) = self.children.get_mut(&id)?.try_wait() {
+                return Some(exit);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// SIGKILLs node `id`.
     pub fn kill(&mut self, id: u64) {
         if let Some(mut child) = self.children.remove(&id) {
