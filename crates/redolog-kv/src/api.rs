@@ -173,10 +173,10 @@ fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, Box<Response>> {
 /// that is not committed, a release build follows the sender as a leader —
 /// so the node refuses any other before openraft sees it.
 fn leaders_vote(app: &App, vote: &VoteOf<TypeConfig>) -> Result<(), String> {
-    match vote.is_committed() || app.unsafe_stray_votes {
-        true => Ok(()),
-        false => Err(format!("vote {vote} is not committed: only a leader sends entries or a snapshot")),
+    if vote.is_committed() || app.unsafe_stray_votes {
+        return Ok(());
     }
+    Err(format!("vote {vote} is not committed: only a leader sends entries or a snapshot"))
 }
 
 async fn append(State(app): State<App>, body: Bytes) -> Response {

@@ -224,13 +224,15 @@ async fn raft_stopped(
     mut metrics: openraft::type_config::alias::WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>,
 ) -> String {
     use openraft::async_runtime::watch::WatchReceiver;
-    while metrics.changed().await.is_ok() {
+    loop {
         if let Err(fatal) = &metrics.borrow_watched().running_state {
             return format!("Raft stopped: {fatal}");
         }
+        // A last state sent as the core ends is still seen (above) first.
+        if metrics.changed().await.is_err() {
+            return "Raft stopped: its core ended".to_string();
+        }
     }
-    let last = metrics.borrow_watched().running_state.clone();
-    format!("Raft stopped: {}", last.err().map_or("its core ended".to_string(), |fatal| fatal.to_string()))
 }
 
 /// A listener whose accepted connections have TCP_NODELAY set, as reqwest

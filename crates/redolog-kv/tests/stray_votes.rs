@@ -30,9 +30,8 @@ async fn stray_append(http: &reqwest::Client, nodes: &Nodes) -> Append {
 }
 
 fn framed(request: &Append) -> Vec<u8> {
-    let message = rmp_serde::to_vec_named(request).expect("MessagePack");
-    let mut body = u32::try_from(message.len()).expect("small").to_be_bytes().to_vec();
-    body.extend_from_slice(&message);
+    let mut body = Vec::new();
+    common::frame(&mut body, &rmp_serde::to_vec_named(request).expect("MessagePack"));
     body
 }
 
@@ -55,8 +54,8 @@ async fn a_stray_vote_is_refused_and_the_node_writes_on() {
     let streamed =
         http.post(format!("http://{addr}/raft/stream")).body(framed(&request)).send().await.expect("answered");
     let bytes = streamed.bytes().await.expect("the whole response");
-    assert!(bytes.len() > 4, "one answer: {bytes:?}");
-    let answer: Value = rmp_serde::from_slice(&bytes[4..]).expect("a MessagePack answer");
+    let answers = common::unframe(&bytes);
+    let [answer] = &answers[..] else { panic!("one answer: {answers:?}") };
     let refused = &answer["Err"]["Refused"];
     assert_eq!(refused["index"], 0, "{answer}");
     assert!(refused["reason"].as_str().is_some_and(|reason| reason.contains("not committed")), "{answer}");

@@ -12,14 +12,9 @@ mod common;
 
 use redolog_kv::TypeConfig;
 use redolog_raft::openraft_0_10::openraft;
-use serde_json::{json, Value};
+use serde_json::json;
 
-use common::Nodes;
-
-fn frame(frames: &mut Vec<u8>, message: &[u8]) {
-    frames.extend_from_slice(&u32::try_from(message.len()).expect("small").to_be_bytes());
-    frames.extend_from_slice(message);
-}
+use common::{frame, unframe, Nodes};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_frame_is_refused_after_the_answers_before_it() {
@@ -47,15 +42,7 @@ async fn a_malformed_frame_is_refused_after_the_answers_before_it() {
         .await
         .expect("the response ends after the refusal")
         .expect("the whole response, not a reset");
-    let mut answers = Vec::new();
-    let mut rest = &bytes[..];
-    while !rest.is_empty() {
-        assert!(rest.len() >= 4, "a cut frame: {rest:?}");
-        let length = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
-        let answer: Value = rmp_serde::from_slice(&rest[4..4 + length]).expect("a MessagePack answer");
-        answers.push(answer);
-        rest = &rest[4 + length..];
-    }
+    let answers = unframe(&bytes);
     assert_eq!(answers.len(), 2, "one answer, then the refusal, nothing after: {answers:?}");
     assert!(answers[0].get("Ok").is_some(), "the request before the bad frame is answered: {}", answers[0]);
     let refused = &answers[1]["Err"]["Refused"];

@@ -90,6 +90,28 @@ pub async fn metrics(http: &reqwest::Client, addr: &SocketAddr) -> Value {
     }
 }
 
+/// Appends `message` to `frames` as `/raft/stream` frames it: its length (4
+/// bytes, big-endian), then its bytes. Written by hand, apart from the
+/// crate's own framing, so a test checks the wire and not the code.
+pub fn frame(frames: &mut Vec<u8>, message: &[u8]) {
+    frames.extend_from_slice(&u32::try_from(message.len()).expect("small").to_be_bytes());
+    frames.extend_from_slice(message);
+}
+
+/// The MessagePack messages framed in `bytes`, each a whole frame.
+pub fn unframe(bytes: &[u8]) -> Vec<Value> {
+    let mut messages = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        assert!(rest.len() >= 4, "a cut frame: {rest:?}");
+        let length = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+        assert!(rest.len() >= 4 + length, "a cut frame: {rest:?}");
+        messages.push(rmp_serde::from_slice(&rest[4..4 + length]).expect("a MessagePack message"));
+        rest = &rest[4 + length..];
+    }
+    messages
+}
+
 pub struct Nodes {
     dir: tempfile::TempDir,
     pub addrs: BTreeMap<u64, SocketAddr>,
