@@ -15,7 +15,7 @@ use futures_util::{StreamExt, TryStreamExt};
 
 use axum::body::Bytes;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -31,6 +31,7 @@ use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{BasicNode, ReadPolicy};
 
 use crate::frames;
+use crate::identity::{Identity, Refusal, HEADER};
 use crate::machine::{Command, Machine, TypeConfig};
 use crate::network::{SnapshotMessage, StreamAnswer, StreamFailure};
 
@@ -46,6 +47,8 @@ pub struct App {
     pub id: u64,
     pub raft: Node,
     pub machine: Machine,
+    /// The cluster's identity (KV-9): what Raft's RPCs must name.
+    pub identity: Arc<Identity>,
     /// `--unsafe-reads`: `/api/read` skips the read index (test only).
     pub unsafe_reads: bool,
     /// `--unsafe-stray-votes`: KV-8's check skipped (test only).
@@ -179,7 +182,26 @@ fn leaders_vote(app: &App, vote: &VoteOf<TypeConfig>) -> Result<(), String> {
     Err(format!("vote {vote} is not committed: only a leader sends entries or a snapshot"))
 }
 
-async fn append(State(app): State<App>, body: Bytes) -> Response {
+/// Whether a Raft RPC comes from the node's own cluster (KV-9): one that
+/// names another, or none once the node has an identity, is `403` before
+/// openraft sees it; a malformed name is `400`. A node without an identity
+/// takes the one named, on disk before the request goes on.
+async fn admitted(app: &App, headers: &HeaderMap) -> Result<(), Response> {
+    match app.identity.admit(headers.get(HEADER).map(|value| value.as_bytes())).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(refusal @ Refusal::Foreign { ours, .. })) => {
+            tracing::warn!(node = app.id, cluster = %ours, "refused a Raft RPC: {refusal}");
+            Err(failure(StatusCode::FORBIDDEN, json!({"error": "another cluster", "detail": refusal.to_string()})))
+        }
+        Ok(Err(malformed)) => Err(failure(StatusCode::BAD_REQUEST, json!({"error": malformed.to_string()}))),
+        Err(error) => Err(failure(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": error.to_string()}))),
+    }
+}
+
+async fn append(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(refused) = admitted(&app, &headers).await {
+        return refused;
+    }
     let rpc = match decode::<AppendEntriesRequest<TypeConfig>>(&body) {
         Ok(rpc) => rpc,
         Err(malformed) => return *malformed,
@@ -197,8 +219,11 @@ async fn append(State(app): State<App>, body: Bytes) -> Response {
 /// request whose vote is not a leader's (KV-8), ends the requests there:
 /// the answers to those before it are sent, then one
 /// [`StreamFailure::Refused`] naming it, and the response ends.
-async fn stream(State(app): State<App>, body: axum::body::Body) -> Response {
+async fn stream(State(app): State<App>, headers: HeaderMap, body: axum::body::Body) -> Response {
     const MAX_CHUNK: usize = 64;
+    if let Err(refused) = admitted(&app, &headers).await {
+        return refused;
+    }
     let broken = Arc::new(std::sync::Mutex::new(None));
     let (noted, checked) = (broken.clone(), app.clone());
     let requests = frames::decode::<AppendEntriesRequest<TypeConfig>, _>(body.into_data_stream()).enumerate().scan(
@@ -231,11 +256,17 @@ async fn stream(State(app): State<App>, body: axum::body::Body) -> Response {
     axum::body::Body::from_stream(framed).into_response()
 }
 
-async fn vote(State(app): State<App>, Json(rpc): Json<VoteRequest<TypeConfig>>) -> Response {
+async fn vote(State(app): State<App>, headers: HeaderMap, Json(rpc): Json<VoteRequest<TypeConfig>>) -> Response {
+    if let Err(refused) = admitted(&app, &headers).await {
+        return refused;
+    }
     Json(app.raft.vote(rpc).await).into_response()
 }
 
-async fn snapshot(State(app): State<App>, Json(message): Json<SnapshotMessage>) -> Response {
+async fn snapshot(State(app): State<App>, headers: HeaderMap, Json(message): Json<SnapshotMessage>) -> Response {
+    if let Err(refused) = admitted(&app, &headers).await {
+        return refused;
+    }
     if let Err(stray) = leaders_vote(&app, &message.vote) {
         return failure(StatusCode::BAD_REQUEST, json!({"error": stray}));
     }
@@ -356,7 +387,12 @@ struct Init {
     members: BTreeMap<u64, String>,
 }
 
+/// Initializes the cluster through this node: its identity first (KV-9:
+/// drawn and kept if it has none), then Raft's first membership.
 async fn init(State(app): State<App>, Json(Init { members }): Json<Init>) -> Response {
+    if let Err(error) = app.identity.get_or_draw().await {
+        return failure(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": error.to_string()}));
+    }
     let members: BTreeMap<u64, BasicNode> = members.into_iter().map(|(id, addr)| (id, BasicNode { addr })).collect();
     match bounded(app.raft.initialize(members)).await {
         Ok(Ok(())) => Json(json!({"initialized": true})).into_response(),

@@ -28,6 +28,7 @@
 mod api;
 mod client;
 mod frames;
+mod identity;
 mod machine;
 mod network;
 
@@ -165,8 +166,10 @@ pub fn open_store(options: &Options) -> Result<RedologLogStore<TypeConfig>, Fail
 }
 
 /// Runs the node on `store` until the process ends: its state machine from
-/// `<dir>/state` (its snapshot), Raft's RPCs and the client API served on
-/// `--listen`, which it prints once bound (`node 1 listening on …`).
+/// `<dir>/state` (its snapshot), its cluster's identity from
+/// `<dir>/cluster-id` (KV-9: Raft's RPCs from another cluster are refused),
+/// Raft's RPCs and the client API served on `--listen`, which it prints
+/// once bound (`node 1 listening on …`).
 ///
 /// ```no_run
 /// # async fn run(options: redolog_kv::Options) -> Result<(), redolog_kv::Failure> {
@@ -197,7 +200,8 @@ where
     };
     let config = Arc::new(config.validate()?);
     let machine = Machine::open(&options.dir.join("state"))?;
-    let network = network::Network::with_routes(options.routes.into_iter().collect());
+    let identity = Arc::new(identity::Identity::open(&options.dir)?);
+    let network = network::Network::new(identity.clone(), options.routes.into_iter().collect());
     let raft = Node::new(options.id, config, network, store, machine.clone()).await?;
     let listener = tokio::net::TcpListener::bind(&options.listen).await?;
     println!("node {} listening on {}", options.id, listener.local_addr()?);
@@ -206,6 +210,7 @@ where
         id: options.id,
         raft,
         machine,
+        identity,
         unsafe_reads: options.unsafe_reads,
         unsafe_stray_votes: options.unsafe_stray_votes,
     };

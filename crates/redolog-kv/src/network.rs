@@ -14,7 +14,8 @@
 //! its entries are flushed (KV-5, KV-6, KV-7: docs/RAFT.md, "A cluster of
 //! processes"). Single calls — votes, snapshots, and each heartbeat (a
 //! stream of one request) — go over HTTP/1.1, whose request leaves in one
-//! write.
+//! write. Every call names the node's cluster (KV-9, `identity.rs`); a node
+//! of another cluster refuses it, `403`, and is `Unreachable` here.
 
 use std::future::Future;
 use std::io::Cursor;
@@ -42,6 +43,7 @@ use openraft::{BasicNode, OptionalSend};
 use tokio::sync::watch;
 
 use crate::frames;
+use crate::identity::{Identity, HEADER};
 use crate::machine::TypeConfig;
 
 /// What the follower answers each streamed request with: openraft's result,
@@ -81,11 +83,14 @@ pub struct Network {
     /// membership gives it (`--route`): a fault test puts a proxy on each
     /// link to cut or delay it.
     routes: std::collections::BTreeMap<u64, String>,
+    /// The cluster every call names (KV-9).
+    identity: Arc<Identity>,
 }
 
 impl Network {
-    /// A network that reaches node `id` through `routes[id]` where given.
-    pub fn with_routes(routes: std::collections::BTreeMap<u64, String>) -> Network {
+    /// A network that names `identity`'s cluster and reaches node `id`
+    /// through `routes[id]` where given.
+    pub fn new(identity: Arc<Identity>, routes: std::collections::BTreeMap<u64, String>) -> Network {
         // Prior knowledge: the nodes speak HTTP/2 in clear (h2c), so a
         // streamed append is full duplex — answers flow back while the
         // leader is still writing requests.
@@ -98,7 +103,7 @@ impl Network {
             .http2_keep_alive_while_idle(true)
             .build()
             .expect("an HTTP/2 client");
-        Network { calls: reqwest::Client::default(), streams, routes }
+        Network { calls: reqwest::Client::default(), streams, routes, identity }
     }
 }
 
@@ -106,6 +111,7 @@ impl Network {
 pub struct Connection {
     calls: reqwest::Client,
     streams: reqwest::Client,
+    identity: Arc<Identity>,
     target: u64,
     addr: String,
 }
@@ -115,7 +121,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Connection {
         let addr = self.routes.get(&target).unwrap_or(&node.addr).clone();
-        Connection { calls: self.calls.clone(), streams: self.streams.clone(), target, addr }
+        let identity = self.identity.clone();
+        Connection { calls: self.calls.clone(), streams: self.streams.clone(), identity, target, addr }
     }
 }
 
@@ -139,12 +146,11 @@ impl Connection {
     {
         let url = format!("http://{}{path}", self.addr);
         let failed = |source| CallError { target: self.target, addr: self.addr.clone(), source };
-        let answer: Result<Result<P, RaftError<TypeConfig>>, CallError> = async {
-            let response =
-                self.calls.post(url).json(request).timeout(option.hard_ttl()).send().await.map_err(failed)?;
-            response.error_for_status().map_err(failed)?.json().await.map_err(failed)
-        }
-        .await;
+        let call = self.named(self.calls.post(url)).json(request).timeout(option.hard_ttl());
+        let response = call.send().await.map_err(|error| transport_error(failed(error)))?;
+        let response = self.ours(response).await?;
+        let answer: Result<Result<P, RaftError<TypeConfig>>, CallError> =
+            async { response.error_for_status().map_err(failed)?.json().await.map_err(failed) }.await;
         match answer {
             Ok(Ok(response)) => Ok(response),
             // A node whose Raft stopped answers as a dead one would.
@@ -153,6 +159,36 @@ impl Connection {
             Err(error) => Err(transport_error(error)),
         }
     }
+
+    /// `request` naming the node's cluster, once it has one (KV-9).
+    fn named(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self.identity.get() {
+            Some(id) => request.header(HEADER, id.to_string()),
+            None => request,
+        }
+    }
+
+    /// `response`, unless the node refused a call from another cluster
+    /// (`403`, KV-9): then `Unreachable`, so openraft backs off, naming the
+    /// node and what it said.
+    async fn ours(&self, response: reqwest::Response) -> Result<reqwest::Response, RPCError<TypeConfig>> {
+        if response.status() != reqwest::StatusCode::FORBIDDEN {
+            return Ok(response);
+        }
+        let said = response.text().await.unwrap_or_default();
+        let foreign = Foreign { target: self.target, addr: self.addr.clone(), said };
+        tracing::warn!("{foreign}");
+        Err(RPCError::Unreachable(Unreachable::new(&foreign)))
+    }
+}
+
+/// A node that refused a call: it belongs to another cluster (KV-9).
+#[derive(Debug, thiserror::Error)]
+#[error("node {target} at {addr} belongs to another cluster and refused this one's call: {said}")]
+struct Foreign {
+    target: u64,
+    addr: String,
+    said: String,
 }
 
 /// A session that stopped making progress: the node is `Unreachable`.
@@ -195,13 +231,15 @@ impl Connection {
         let seen = feed.sent.subscribe();
         let url = format!("http://{}/raft/stream", self.addr);
         let failed = |source| CallError { target: self.target, addr: self.addr.clone(), source };
-        let request = self.streams.post(url).body(reqwest::Body::wrap_stream(feed)).send();
+        let request = self.named(self.streams.post(url)).body(reqwest::Body::wrap_stream(feed)).send();
         // On every early return `cut` is dropped, and with it the body's
         // hold on openraft's requests.
         let response = match tokio::time::timeout(patience, request).await {
             Err(_) => return Err(silent(self.target, &self.addr, patience)),
             Ok(Err(error)) => return Err(transport_error(failed(error))),
-            Ok(Ok(response)) => response.error_for_status().map_err(|error| transport_error(failed(error)))?,
+            Ok(Ok(response)) => {
+                self.ours(response).await?.error_for_status().map_err(|error| transport_error(failed(error)))?
+            }
         };
         let answers = Box::pin(frames::decode::<StreamAnswer, _>(response.bytes_stream()));
         Ok(Answers { answers, seen, answered: 0, patience, target: self.target, addr: self.addr.clone(), _cut: cut })
@@ -498,8 +536,40 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        let mut network = Network::with_routes(Default::default());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let identity = Arc::new(Identity::open(dir.path()).expect("no identity yet"));
+        let mut network = Network::new(identity, Default::default());
         network.new_client(2, &BasicNode::new(addr)).await
+    }
+
+    #[tokio::test]
+    async fn a_node_of_another_cluster_is_unreachable_naming_it() {
+        use axum::http::{HeaderMap, StatusCode};
+        let refuse = |headers: HeaderMap| async move {
+            let named = headers.get(HEADER).map(|name| name.to_str().expect("text").to_string());
+            (StatusCode::FORBIDDEN, format!("another cluster; the request named {named:?}"))
+        };
+        let app = axum::Router::new().route("/raft/vote", post(refuse)).route("/raft/stream", post(refuse));
+        let mut connection = serve(app).await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let identity = Arc::new(Identity::open(dir.path()).expect("open"));
+        let ours = identity.get_or_draw().await.expect("drawn");
+        connection.identity = identity;
+
+        let request = VoteRequest::new(openraft::Vote::new(1, 1), None);
+        let voted = connection.vote(request, RPCOption::new(Duration::from_secs(1))).await;
+        let Err(RPCError::Unreachable(unreachable)) = voted else { panic!("{voted:?}") };
+        let said = unreachable.to_string();
+        assert!(said.contains("node 2") && said.contains("belongs to another cluster"), "{said}");
+        assert!(said.contains(&ours.to_string()), "the call did not name its cluster: {said}");
+
+        // Two requests waiting: a stream, not one call.
+        let (requests, input) = tokio::sync::mpsc::unbounded_channel();
+        requests.send(heartbeat()).expect("send");
+        requests.send(heartbeat()).expect("send");
+        let opened = connection.stream_append(tokio_stream_of(input), RPCOption::new(Duration::from_secs(1))).await;
+        let Err(RPCError::Unreachable(unreachable)) = opened else { panic!("{:?}", opened.err()) };
+        assert!(unreachable.to_string().contains(&ours.to_string()), "{unreachable}");
     }
 
     /// Waits up to 2 s for `requests`' receiving end to be dropped.

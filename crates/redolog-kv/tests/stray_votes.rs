@@ -45,14 +45,16 @@ async fn a_stray_vote_is_refused_and_the_node_writes_on() {
     let (http, addr) = (http(), nodes.addrs[&1]);
     let request = stray_append(&http, &nodes).await;
 
-    let single = http.post(format!("http://{addr}/raft/append")).json(&request).send().await.expect("answered");
+    let cluster = (common::CLUSTER_HEADER, nodes.identity(1));
+    let single = http.post(format!("http://{addr}/raft/append")).header(cluster.0, &cluster.1).json(&request);
+    let single = single.send().await.expect("answered");
     let status = single.status();
     let answer: Value = single.json().await.expect("a JSON answer");
     assert_eq!(status, reqwest::StatusCode::BAD_REQUEST, "{answer}\n{}", nodes.report());
     assert!(answer["error"].as_str().is_some_and(|error| error.contains("not committed")), "{answer}");
 
-    let streamed =
-        http.post(format!("http://{addr}/raft/stream")).body(framed(&request)).send().await.expect("answered");
+    let streamed = http.post(format!("http://{addr}/raft/stream")).header(cluster.0, &cluster.1).body(framed(&request));
+    let streamed = streamed.send().await.expect("answered");
     let bytes = streamed.bytes().await.expect("the whole response");
     let answers = common::unframe(&bytes);
     let [answer] = &answers[..] else { panic!("one answer: {answers:?}") };
@@ -73,7 +75,8 @@ async fn a_node_whose_raft_stops_exits_naming_why() {
     let (http, addr) = (http(), nodes.addrs[&1]);
     let request = stray_append(&http, &nodes).await;
     // Answered or not: the core may stop before it answers.
-    let _ = http.post(format!("http://{addr}/raft/append")).json(&request).send().await;
+    let cluster = (common::CLUSTER_HEADER, nodes.identity(1));
+    let _ = http.post(format!("http://{addr}/raft/append")).header(cluster.0, cluster.1).json(&request).send().await;
     let exit = nodes.exited(1, Duration::from_secs(10)).await;
     let report = nodes.report();
     assert!(exit.is_some_and(|exit| !exit.success()), "the node did not exit with an error: {exit:?}\n{report}");

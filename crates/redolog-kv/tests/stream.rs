@@ -33,6 +33,7 @@ async fn a_malformed_frame_is_refused_after_the_answers_before_it() {
     frame(&mut body, &request);
     let response = reqwest::Client::new()
         .post(format!("http://{}/raft/stream", nodes.addrs[&1]))
+        .header(common::CLUSTER_HEADER, nodes.identity(1))
         .body(body)
         .send()
         .await

@@ -112,6 +112,9 @@ pub fn unframe(bytes: &[u8]) -> Vec<Value> {
     messages
 }
 
+/// The header a Raft RPC names its cluster in (KV-9).
+pub const CLUSTER_HEADER: &str = "redolog-cluster";
+
 pub struct Nodes {
     dir: tempfile::TempDir,
     pub addrs: BTreeMap<u64, SocketAddr>,
@@ -237,12 +240,25 @@ impl Nodes {
         }
     }
 
+    /// Node `id`'s directory.
+    pub fn dir(&self, id: u64) -> std::path::PathBuf {
+        self.dir.path().join(format!("node-{id}"))
+    }
+
+    /// Node `id`'s cluster identity as kept in its directory (KV-9): what a
+    /// Raft RPC a test sends it names in [`CLUSTER_HEADER`].
+    pub fn identity(&self, id: u64) -> String {
+        let text = std::fs::read_to_string(self.dir(id).join("cluster-id")).expect("an identity on disk");
+        assert!(text.len() == 33 && text.ends_with('\n'), "{text:?}");
+        text.trim_end().to_string()
+    }
+
     /// Starts node `id` (again, on its directory) and waits until it serves.
     pub async fn spawn(&mut self, id: u64) {
         let child = Command::new(env!("CARGO_BIN_EXE_redolog-kv"))
             .arg(format!("--id={id}"))
             .arg(format!("--listen={}", self.addrs[&id]))
-            .arg(format!("--dir={}", self.dir.path().join(format!("node-{id}")).display()))
+            .arg(format!("--dir={}", self.dir(id).display()))
             .args(&self.flags)
             .args(self.routes.get(&id).into_iter().flatten())
             .stdout(Stdio::null())

@@ -1,0 +1,226 @@
+//! The cluster's identity (KV-9, docs/RAFT.md): 128 random bits drawn when
+//! a node is initialized, kept in `<dir>/cluster-id`, carried by every Raft
+//! RPC in the [`HEADER`] header. A node hands openraft only the RPCs of its
+//! own cluster: a node of another — a test cluster pointed at this one's
+//! address, a member removed and restarted from its old directory — would
+//! depose its leader with a higher committed vote and overwrite its log.
+
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The header every Raft RPC carries its cluster's identity in.
+pub const HEADER: &str = "redolog-cluster";
+
+/// A cluster's identity: 32 lowercase hex digits in the header and the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterId(u128);
+
+impl ClusterId {
+    /// A new identity from the operating system's random source.
+    fn draw() -> io::Result<ClusterId> {
+        let mut bytes = [0; 16];
+        getrandom::fill(&mut bytes).map_err(|error| io::Error::other(error.to_string()))?;
+        Ok(ClusterId(u128::from_le_bytes(bytes)))
+    }
+
+    /// Parses the 32 hex digits of a header or the file.
+    pub fn parse(text: &str) -> Option<ClusterId> {
+        let digits = text.trim_end_matches('\n');
+        if digits.len() != 32 || !digits.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+            return None;
+        }
+        u128::from_str_radix(digits, 16).ok().map(ClusterId)
+    }
+}
+
+impl fmt::Display for ClusterId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+/// Why a Raft RPC was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Refusal {
+    /// The request named another cluster, or none. What the answer says
+    /// does not give away `ours` (the node's log does).
+    #[error("another cluster: the request {theirs}, this node belongs to another (a node joins another cluster only with its directory wiped)")]
+    Foreign { ours: ClusterId, theirs: String },
+    /// The header was not 32 hex digits.
+    #[error("malformed {HEADER} header {0:?}: expected 32 hex digits")]
+    Malformed(String),
+}
+
+/// Why the identity could not be read or kept.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("cluster identity file {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("cluster identity file {path}: expected 32 hex digits and a newline, found {found:?}")]
+    Malformed { path: PathBuf, found: String },
+}
+
+/// A node's identity: none until the node is initialized or a Raft RPC
+/// names its cluster, then fixed for the life of its directory.
+pub struct Identity {
+    path: PathBuf,
+    id: OnceLock<ClusterId>,
+    /// Held while an identity is drawn or taken and kept: one wins.
+    choosing: tokio::sync::Mutex<()>,
+}
+
+impl Identity {
+    /// The identity kept in `dir/cluster-id`, if any. A file that does not
+    /// hold one is an error naming it: a node must not forget its cluster.
+    pub fn open(dir: &Path) -> Result<Identity, IdentityError> {
+        let path = dir.join("cluster-id");
+        let id = OnceLock::new();
+        match fs::read_to_string(&path) {
+            Ok(text) => {
+                let parsed = ClusterId::parse(&text)
+                    .filter(|_| text.ends_with('\n'))
+                    .ok_or_else(|| IdentityError::Malformed { path: path.clone(), found: text.clone() })?;
+                let _ = id.set(parsed);
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => return Err(IdentityError::Io { path, source }),
+        }
+        Ok(Identity { path, id, choosing: tokio::sync::Mutex::new(()) })
+    }
+
+    /// The identity, if the node has one: what its RPCs carry.
+    pub fn get(&self) -> Option<ClusterId> {
+        self.id.get().copied()
+    }
+
+    /// The node's identity, drawn and kept first if it has none: what
+    /// `/cluster/init` does before it initializes Raft.
+    pub async fn get_or_draw(&self) -> Result<ClusterId, IdentityError> {
+        if let Some(id) = self.get() {
+            return Ok(id);
+        }
+        let _choosing = self.choosing.lock().await;
+        if let Some(id) = self.get() {
+            return Ok(id);
+        }
+        let drawn = ClusterId::draw().map_err(|source| IdentityError::Io { path: self.path.clone(), source })?;
+        self.keep(drawn).await
+    }
+
+    /// Whether a Raft RPC whose [`HEADER`] is `header` may go to openraft.
+    /// A node without an identity takes the one named, kept on disk before
+    /// this returns; a request naming none it takes as before KV-9.
+    pub async fn admit(&self, header: Option<&[u8]>) -> Result<Result<(), Refusal>, IdentityError> {
+        let named = match header {
+            None => None,
+            Some(bytes) => match std::str::from_utf8(bytes).ok().and_then(ClusterId::parse) {
+                Some(id) => Some(id),
+                None => return Ok(Err(Refusal::Malformed(String::from_utf8_lossy(bytes).into_owned()))),
+            },
+        };
+        let ours = match (self.get(), named) {
+            (Some(ours), _) => ours,
+            (None, None) => return Ok(Ok(())),
+            (None, Some(named)) => {
+                let _choosing = self.choosing.lock().await;
+                match self.get() {
+                    Some(ours) => ours,
+                    None => self.keep(named).await?,
+                }
+            }
+        };
+        Ok(match named {
+            Some(named) if named == ours => Ok(()),
+            named => Err(Refusal::Foreign {
+                ours,
+                theirs: named.map_or_else(|| "names none".to_string(), |id| format!("names {id}")),
+            }),
+        })
+    }
+
+    /// Writes `id` durably (a temporary file, fsync, rename, the directory
+    /// fsynced), then holds it. Called under `choosing`, once.
+    async fn keep(&self, id: ClusterId) -> Result<ClusterId, IdentityError> {
+        let path = self.path.clone();
+        let failed = |source| IdentityError::Io { path: self.path.clone(), source };
+        tokio::task::spawn_blocking(move || write_durably(&path, &format!("{id}\n")))
+            .await
+            .map_err(|joined| failed(io::Error::other(joined)))?
+            .map_err(failed)?;
+        let _ = self.id.set(id);
+        Ok(id)
+    }
+}
+
+fn write_durably(path: &Path, text: &str) -> io::Result<()> {
+    let dir = path.parent().ok_or_else(|| io::Error::other("no parent directory"))?;
+    fs::create_dir_all(dir)?;
+    let temporary = path.with_extension("tmp");
+    let mut file = File::create(&temporary)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    fs::rename(&temporary, path)?;
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_new_node_takes_the_first_identity_named_and_keeps_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let identity = Identity::open(dir.path()).expect("open");
+        assert_eq!(identity.get(), None);
+        assert_eq!(identity.admit(None).await.expect("admitted"), Ok(()), "a node without one takes none");
+        let (first, second) = (ClusterId(7), ClusterId(8));
+        let named = |id: ClusterId| id.to_string().into_bytes();
+        assert_eq!(identity.admit(Some(&named(first))).await.expect("kept"), Ok(()));
+        assert_eq!(identity.get(), Some(first));
+        let refused = identity.admit(Some(&named(second))).await.expect("no I/O");
+        assert!(matches!(refused, Err(Refusal::Foreign { ours, .. }) if ours == first), "{refused:?}");
+        let unnamed = identity.admit(None).await.expect("no I/O");
+        assert!(matches!(unnamed, Err(Refusal::Foreign { .. })), "{unnamed:?}");
+
+        let reopened = Identity::open(dir.path()).expect("reopen");
+        assert_eq!(reopened.get(), Some(first), "the identity outlives the process");
+        assert_eq!(reopened.get_or_draw().await.expect("kept"), first, "init keeps the identity it has");
+        assert_eq!(fs::read_to_string(dir.path().join("cluster-id")).expect("file"), format!("{first}\n"));
+    }
+
+    #[tokio::test]
+    async fn init_draws_an_identity_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let identity = Identity::open(dir.path()).expect("open");
+        let drawn = identity.get_or_draw().await.expect("drawn");
+        assert_eq!(identity.get_or_draw().await.expect("kept"), drawn);
+        assert_eq!(Identity::open(dir.path()).expect("reopen").get(), Some(drawn));
+        let other = Identity::open(tempfile::tempdir().expect("tempdir").path()).expect("open");
+        assert_ne!(other.get_or_draw().await.expect("drawn"), drawn, "two clusters, two identities");
+    }
+
+    #[tokio::test]
+    async fn a_malformed_header_is_refused_and_taken_by_nobody() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let identity = Identity::open(dir.path()).expect("open");
+        for header in [&b"not hex at all, thirty-two bytes"[..], b"", b"00ff", &[0xff; 32]] {
+            let refused = identity.admit(Some(header)).await.expect("no I/O");
+            assert!(matches!(refused, Err(Refusal::Malformed(_))), "{header:?}: {refused:?}");
+        }
+        assert_eq!(identity.get(), None);
+    }
+
+    #[test]
+    fn a_damaged_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for text in ["", "0123", "0123456789abcdef0123456789abcdeg\n", "0123456789abcdef0123456789abcdef"] {
+            fs::write(dir.path().join("cluster-id"), text).expect("write");
+            let error = Identity::open(dir.path()).err().expect("a damaged file is refused");
+            let message = error.to_string();
+            assert!(message.contains("cluster-id") && message.contains("32 hex digits"), "{text:?}: {message}");
+        }
+    }
+}
