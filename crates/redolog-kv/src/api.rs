@@ -190,7 +190,8 @@ async fn admitted(app: &App, headers: &HeaderMap) -> Result<(), Response> {
     match app.identity.admit(headers.get(HEADER).map(|value| value.as_bytes())).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(refusal @ Refusal::Foreign { ours, .. })) => {
-            tracing::warn!(node = app.id, cluster = %ours, "refused a Raft RPC: {refusal}");
+            let ours = ours.map_or_else(|| "none yet".to_string(), |ours| ours.to_string());
+            tracing::warn!(node = app.id, cluster = ours, "refused a Raft RPC: {refusal}");
             Err(failure(StatusCode::FORBIDDEN, json!({"error": "another cluster", "detail": refusal.to_string()})))
         }
         Ok(Err(malformed)) => Err(failure(StatusCode::BAD_REQUEST, json!({"error": malformed.to_string()}))),
@@ -256,17 +257,25 @@ async fn stream(State(app): State<App>, headers: HeaderMap, body: axum::body::Bo
     axum::body::Body::from_stream(framed).into_response()
 }
 
-async fn vote(State(app): State<App>, headers: HeaderMap, Json(rpc): Json<VoteRequest<TypeConfig>>) -> Response {
+async fn vote(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
     if let Err(refused) = admitted(&app, &headers).await {
         return refused;
     }
+    let rpc = match decode::<VoteRequest<TypeConfig>>(&body) {
+        Ok(rpc) => rpc,
+        Err(malformed) => return *malformed,
+    };
     Json(app.raft.vote(rpc).await).into_response()
 }
 
-async fn snapshot(State(app): State<App>, headers: HeaderMap, Json(message): Json<SnapshotMessage>) -> Response {
+async fn snapshot(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
     if let Err(refused) = admitted(&app, &headers).await {
         return refused;
     }
+    let message = match decode::<SnapshotMessage>(&body) {
+        Ok(message) => message,
+        Err(malformed) => return *malformed,
+    };
     if let Err(stray) = leaders_vote(&app, &message.vote) {
         return failure(StatusCode::BAD_REQUEST, json!({"error": stray}));
     }
@@ -388,10 +397,23 @@ struct Init {
 }
 
 /// Initializes the cluster through this node: its identity first (KV-9:
-/// drawn and kept if it has none), then Raft's first membership.
+/// drawn and kept if it has none), then Raft's first membership. A node
+/// that is not among the members, or whose Raft is initialized already, is
+/// refused before it draws one: an init sent to the wrong node must not
+/// leave it belonging to a cluster of its own.
 async fn init(State(app): State<App>, Json(Init { members }): Json<Init>) -> Response {
-    if let Err(error) = app.identity.get_or_draw().await {
-        return failure(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": error.to_string()}));
+    if !members.contains_key(&app.id) {
+        let error = format!("node {} is not among the members: initialize a cluster through one of them", app.id);
+        return failure(StatusCode::BAD_REQUEST, json!({"error": error}));
+    }
+    match app.raft.is_initialized().await {
+        Ok(true) => {} // openraft refuses it below, 409
+        Ok(false) => {
+            if let Err(error) = app.identity.get_or_draw().await {
+                return failure(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": error.to_string()}));
+            }
+        }
+        Err(fatal) => return failure(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": fatal.to_string()})),
     }
     let members: BTreeMap<u64, BasicNode> = members.into_iter().map(|(id, addr)| (id, BasicNode { addr })).collect();
     match bounded(app.raft.initialize(members)).await {

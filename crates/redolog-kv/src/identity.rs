@@ -2,8 +2,8 @@
 //! a node is initialized, kept in `<dir>/cluster-id`, carried by every Raft
 //! RPC in the [`HEADER`] header. A node hands openraft only the RPCs of its
 //! own cluster: a node of another — a test cluster pointed at this one's
-//! address, a member removed and restarted from its old directory — would
-//! depose its leader with a higher committed vote and overwrite its log.
+//! address, a node of an old deployment on the same host — would depose
+//! its leader with a higher committed vote and overwrite its log.
 
 use std::fmt;
 use std::fs::{self, File};
@@ -20,9 +20,9 @@ pub struct ClusterId(u128);
 
 impl ClusterId {
     /// A new identity from the operating system's random source.
-    fn draw() -> io::Result<ClusterId> {
+    fn draw() -> Result<ClusterId, IdentityError> {
         let mut bytes = [0; 16];
-        getrandom::fill(&mut bytes).map_err(|error| io::Error::other(error.to_string()))?;
+        getrandom::fill(&mut bytes).map_err(|error| IdentityError::Random(error.to_string()))?;
         Ok(ClusterId(u128::from_le_bytes(bytes)))
     }
 
@@ -46,9 +46,10 @@ impl fmt::Display for ClusterId {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Refusal {
     /// The request named another cluster, or none. What the answer says
-    /// does not give away `ours` (the node's log does).
-    #[error("another cluster: the request {theirs}, this node belongs to another (a node joins another cluster only with its directory wiped)")]
-    Foreign { ours: ClusterId, theirs: String },
+    /// does not give away `ours` (the node's log does); `None` for a node
+    /// that has no identity yet.
+    #[error("another cluster: the request {theirs}, this node belongs to another or to none yet (a node joins another cluster only with its directory wiped)")]
+    Foreign { ours: Option<ClusterId>, theirs: String },
     /// The header was not 32 hex digits.
     #[error("malformed {HEADER} header {0:?}: expected 32 hex digits")]
     Malformed(String),
@@ -61,6 +62,10 @@ pub enum IdentityError {
     Io { path: PathBuf, source: io::Error },
     #[error("cluster identity file {path}: expected 32 hex digits and a newline, found {found:?}")]
     Malformed { path: PathBuf, found: String },
+    #[error("no cluster identity at {path}, but the node's log holds Raft state (a vote or entries): restore the file, or wipe the node's directory and add the node again (its data comes back from the leader)")]
+    Missing { path: PathBuf },
+    #[error("drawing a cluster identity from the operating system's random source: {0}")]
+    Random(String),
 }
 
 /// A node's identity: none until the node is initialized or a Raft RPC
@@ -96,6 +101,17 @@ impl Identity {
         self.id.get().copied()
     }
 
+    /// Checks, at start, that a node whose log holds Raft state
+    /// (`initialized`: a vote or entries) has its identity: a node that
+    /// lost the file would take the next cluster that reaches it, and that
+    /// cluster's leader would overwrite its log.
+    pub fn check_kept(&self, initialized: bool) -> Result<(), IdentityError> {
+        match self.get() {
+            None if initialized => Err(IdentityError::Missing { path: self.path.clone() }),
+            _ => Ok(()),
+        }
+    }
+
     /// The node's identity, drawn and kept first if it has none: what
     /// `/cluster/init` does before it initializes Raft.
     pub async fn get_or_draw(&self) -> Result<ClusterId, IdentityError> {
@@ -106,13 +122,15 @@ impl Identity {
         if let Some(id) = self.get() {
             return Ok(id);
         }
-        let drawn = ClusterId::draw().map_err(|source| IdentityError::Io { path: self.path.clone(), source })?;
+        let drawn = ClusterId::draw()?;
         self.keep(drawn).await
     }
 
     /// Whether a Raft RPC whose [`HEADER`] is `header` may go to openraft.
     /// A node without an identity takes the one named, kept on disk before
-    /// this returns; a request naming none it takes as before KV-9.
+    /// this returns. A request that names none is refused, identity or not:
+    /// every node that sends Raft's RPCs has one (it drew it at `init` or
+    /// took it before it had any Raft state), so only a stranger names none.
     pub async fn admit(&self, header: Option<&[u8]>) -> Result<Result<(), Refusal>, IdentityError> {
         let named = match header {
             None => None,
@@ -122,19 +140,19 @@ impl Identity {
             },
         };
         let ours = match (self.get(), named) {
-            (Some(ours), _) => ours,
-            (None, None) => return Ok(Ok(())),
+            (Some(ours), _) => Some(ours),
+            (None, None) => None,
             (None, Some(named)) => {
                 let _choosing = self.choosing.lock().await;
                 match self.get() {
-                    Some(ours) => ours,
-                    None => self.keep(named).await?,
+                    Some(ours) => Some(ours),
+                    None => Some(self.keep(named).await?),
                 }
             }
         };
-        Ok(match named {
-            Some(named) if named == ours => Ok(()),
-            named => Err(Refusal::Foreign {
+        Ok(match (named, ours) {
+            (Some(named), Some(ours)) if named == ours => Ok(()),
+            (named, ours) => Err(Refusal::Foreign {
                 ours,
                 theirs: named.map_or_else(|| "names none".to_string(), |id| format!("names {id}")),
             }),
@@ -169,19 +187,21 @@ fn write_durably(path: &Path, text: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[tokio::test]
     async fn a_new_node_takes_the_first_identity_named_and_keeps_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let identity = Identity::open(dir.path()).expect("open");
         assert_eq!(identity.get(), None);
-        assert_eq!(identity.admit(None).await.expect("admitted"), Ok(()), "a node without one takes none");
+        let unnamed = identity.admit(None).await.expect("no I/O");
+        assert!(matches!(unnamed, Err(Refusal::Foreign { ours: None, .. })), "{unnamed:?}");
         let (first, second) = (ClusterId(7), ClusterId(8));
         let named = |id: ClusterId| id.to_string().into_bytes();
         assert_eq!(identity.admit(Some(&named(first))).await.expect("kept"), Ok(()));
         assert_eq!(identity.get(), Some(first));
         let refused = identity.admit(Some(&named(second))).await.expect("no I/O");
-        assert!(matches!(refused, Err(Refusal::Foreign { ours, .. }) if ours == first), "{refused:?}");
+        assert!(matches!(refused, Err(Refusal::Foreign { ours, .. }) if ours == Some(first)), "{refused:?}");
         let unnamed = identity.admit(None).await.expect("no I/O");
         assert!(matches!(unnamed, Err(Refusal::Foreign { .. })), "{unnamed:?}");
 
@@ -189,6 +209,41 @@ mod tests {
         assert_eq!(reopened.get(), Some(first), "the identity outlives the process");
         assert_eq!(reopened.get_or_draw().await.expect("kept"), first, "init keeps the identity it has");
         assert_eq!(fs::read_to_string(dir.path().join("cluster-id")).expect("file"), format!("{first}\n"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn of_two_first_requests_naming_different_clusters_one_wins() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let identity = Arc::new(Identity::open(dir.path()).expect("open"));
+            let named = |id: u128| ClusterId(id).to_string().into_bytes();
+            let racers: Vec<_> = [1, 2]
+                .map(|id| {
+                    let identity = identity.clone();
+                    tokio::spawn(async move { (id, identity.admit(Some(&named(id))).await.expect("no I/O error")) })
+                })
+                .into_iter()
+                .collect();
+            let mut admitted = Vec::new();
+            for racer in racers {
+                let (id, answer) = racer.await.expect("joined");
+                if answer.is_ok() {
+                    admitted.push(id);
+                }
+            }
+            let [winner] = admitted[..] else { panic!("admitted: {admitted:?}") };
+            assert_eq!(identity.get(), Some(ClusterId(winner)));
+            assert_eq!(Identity::open(dir.path()).expect("reopen").get(), Some(ClusterId(winner)), "kept: the winner");
+        }
+    }
+
+    #[test]
+    fn a_node_with_raft_state_and_no_identity_is_refused_at_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let identity = Identity::open(dir.path()).expect("open");
+        assert!(identity.check_kept(false).is_ok(), "a new node");
+        let error = identity.check_kept(true).expect_err("state without an identity");
+        assert!(matches!(&error, IdentityError::Missing { path } if path.ends_with("cluster-id")), "{error}");
     }
 
     #[tokio::test]

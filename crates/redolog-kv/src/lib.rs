@@ -203,6 +203,9 @@ where
     let identity = Arc::new(identity::Identity::open(&options.dir)?);
     let network = network::Network::new(identity.clone(), options.routes.into_iter().collect());
     let raft = Node::new(options.id, config, network, store, machine.clone()).await?;
+    // KV-9: before anything is served, a node with Raft state must have
+    // its identity.
+    identity.check_kept(raft.is_initialized().await?)?;
     let listener = tokio::net::TcpListener::bind(&options.listen).await?;
     println!("node {} listening on {}", options.id, listener.local_addr()?);
     let core = raft.metrics();

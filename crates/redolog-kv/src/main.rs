@@ -12,14 +12,25 @@ struct Cli {
     node: redolog_kv::Options,
 }
 
-fn main() -> Result<(), redolog_kv::Failure> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // openraft's warnings and errors (an election, a follower unreachable,
     // a leader stepping down) on standard error; `RUST_LOG` for more.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-    cli.node.runtime()?.block_on(async {
-        let store = redolog_kv::open_store(&cli.node)?;
-        redolog_kv::serve(cli.node, store).await
-    })
+    let served = cli.node.runtime().map_err(redolog_kv::Failure::from).and_then(|runtime| {
+        runtime.block_on(async {
+            let store = redolog_kv::open_store(&cli.node)?;
+            redolog_kv::serve(cli.node, store).await
+        })
+    });
+    match served {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        // What stopped the node, as a sentence: its store, its identity
+        // (KV-9), its address, its Raft.
+        Err(failure) => {
+            eprintln!("redolog-kv: {failure}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

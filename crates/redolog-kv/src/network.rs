@@ -175,7 +175,13 @@ impl Connection {
         if response.status() != reqwest::StatusCode::FORBIDDEN {
             return Ok(response);
         }
-        let said = response.text().await.unwrap_or_default();
+        // What it said, bounded: a stranger on a reused port may trickle.
+        let said = tokio::time::timeout(Duration::from_secs(1), response.text()).await;
+        let mut said = said.ok().and_then(Result::ok).unwrap_or_default();
+        if said.len() > 512 {
+            let end = (0..=512).rev().find(|&end| said.is_char_boundary(end)).unwrap_or(0);
+            said.truncate(end);
+        }
         let foreign = Foreign { target: self.target, addr: self.addr.clone(), said };
         tracing::warn!("{foreign}");
         Err(RPCError::Unreachable(Unreachable::new(&foreign)))

@@ -1,15 +1,18 @@
 //! Goal: KV-9 (docs/RAFT.md, "A cluster of processes") — a node hands
 //! openraft Raft's RPCs only from its own cluster. A leader of another
-//! cluster (a test cluster pointed at this one's address, a member restarted
-//! from an old directory) sends committed votes, which KV-8 lets through:
-//! one with a higher term deposes the node's leader.
+//! cluster (a test cluster pointed at this one's address, a cluster
+//! redeployed on the same host while an old node still runs) sends
+//! committed votes, which KV-8 lets through: one with a higher term deposes
+//! the node's leader.
 //! Method: two one-node clusters, A and B. B is sent an append carrying a
-//! committed vote five terms ahead, by single call, by stream and as a vote
-//! request, naming A's identity or none: each is `403` and B still leads
-//! its term and takes writes. The same append naming B's own identity then
-//! deposes B — the refused request was one that would have. And in a
-//! three-node cluster, the nodes initialized through node 1 keep node 1's
-//! identity, on disk, across a restart.
+//! committed vote five terms ahead, by single call, by stream, as a vote
+//! request and as a snapshot, naming A's identity or none: each is `403`
+//! and B still leads its term and takes writes. The same append naming B's
+//! own identity then deposes B — the refused request was one that would
+//! have. In a three-node cluster, the nodes initialized through node 1 keep
+//! node 1's identity, on disk, across a restart; a node whose identity file
+//! is gone does not start. An init sent to a node outside its members
+//! leaves it without an identity.
 
 mod common;
 
@@ -80,6 +83,8 @@ async fn another_clusters_leader_is_refused_and_the_same_request_from_its_own_de
             ("/raft/append", json_body(&append)),
             ("/raft/vote", json_body(&VoteRequest::new(openraft::Vote::new(before + 5, 9), None))),
             ("/raft/stream", framed(&append)),
+            // Refused before its body is read: any body.
+            ("/raft/snapshot", json_body(&json!({}))),
         ];
         for (path, body) in calls {
             let (status, said) = post(&http, &b, 1, path, cluster, body).await;
@@ -132,4 +137,39 @@ async fn members_keep_the_identity_of_the_node_that_initialized_them() {
     assert_eq!(a.identity(2), ours);
     let (status, said) = post(&http, &a, 2, "/raft/append", Some(&theirs), json_body(&append)).await;
     assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "after a restart: {said}\n{}", a.report());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_lost_its_identity_does_not_start() {
+    let mut a = Nodes::start(1, &[]).await;
+    a.kill(1);
+    std::fs::remove_file(a.dir(1).join("cluster-id")).expect("remove the identity");
+    a.launch(1);
+    let exit = a.exited(1, Duration::from_secs(20)).await;
+    let report = a.report();
+    assert!(exit.is_some_and(|exit| !exit.success()), "the node did not exit with an error: {exit:?}\n{report}");
+    assert!(report.contains("no cluster identity") && report.contains("cluster-id"), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_init_sent_to_a_node_outside_its_members_leaves_it_without_an_identity() {
+    let nodes = Nodes::spawned(2, &[]).await;
+    let http = http();
+    let init = |members: Value| {
+        let http = http.clone();
+        let addr = nodes.addrs[&2];
+        async move {
+            let response = http.post(format!("http://{addr}/cluster/init")).json(&json!({"members": members})).send();
+            let response = response.await.expect("answered");
+            (response.status(), response.text().await.unwrap_or_default())
+        }
+    };
+    let (status, said) = init(json!({"1": nodes.addrs[&1].to_string()})).await;
+    assert_eq!(status, reqwest::StatusCode::BAD_REQUEST, "{said}");
+    assert!(said.contains("not among the members"), "{said}");
+    assert!(!nodes.dir(2).join("cluster-id").exists(), "the refused init left node 2 an identity");
+
+    let (status, said) = init(json!({"2": nodes.addrs[&2].to_string()})).await;
+    assert!(status.is_success(), "{status} {said}");
+    assert_eq!(nodes.identity(2).len(), 32);
 }

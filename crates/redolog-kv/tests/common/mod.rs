@@ -169,6 +169,23 @@ impl Nodes {
     /// `count` nodes started with `flags`, every Raft link through a
     /// proxy, the cluster initialized through node 1.
     pub async fn start(count: u64, flags: &[&str]) -> Nodes {
+        let nodes = Nodes::spawned(count, flags).await;
+        let members: BTreeMap<String, String> =
+            nodes.addrs.iter().map(|(id, addr)| (id.to_string(), addr.to_string())).collect();
+        let init = reqwest::Client::new()
+            .post(format!("http://{}/cluster/init", nodes.addrs[&1]))
+            .json(&json!({"members": members}))
+            .send()
+            .await
+            .expect("init");
+        assert!(init.status().is_success(), "init: {}", init.text().await.unwrap_or_default());
+        nodes.settled().await;
+        nodes
+    }
+
+    /// `count` new nodes started with `flags`, every Raft link through a
+    /// proxy, no cluster formed.
+    pub async fn spawned(count: u64, flags: &[&str]) -> Nodes {
         let addrs: BTreeMap<u64, SocketAddr> = (1..=count).map(|id| (id, node_addr())).collect();
         let (mut routes, mut links) = (BTreeMap::<u64, Vec<String>>::new(), BTreeMap::new());
         for from in 1..=count {
@@ -187,16 +204,6 @@ impl Nodes {
         for id in 1..=count {
             nodes.spawn(id).await;
         }
-        let members: BTreeMap<String, String> =
-            nodes.addrs.iter().map(|(id, addr)| (id.to_string(), addr.to_string())).collect();
-        let init = reqwest::Client::new()
-            .post(format!("http://{}/cluster/init", nodes.addrs[&1]))
-            .json(&json!({"members": members}))
-            .send()
-            .await
-            .expect("init");
-        assert!(init.status().is_success(), "init: {}", init.text().await.unwrap_or_default());
-        nodes.settled().await;
         nodes
     }
 
@@ -255,6 +262,16 @@ impl Nodes {
 
     /// Starts node `id` (again, on its directory) and waits until it serves.
     pub async fn spawn(&mut self, id: u64) {
+        self.launch(id);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(self.addrs[&id]).await.is_err() {
+            assert!(Instant::now() < deadline, "node {id} did not serve within 30 s");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Starts node `id` (again, on its directory), without waiting.
+    pub fn launch(&mut self, id: u64) {
         let child = Command::new(env!("CARGO_BIN_EXE_redolog-kv"))
             .arg(format!("--id={id}"))
             .arg(format!("--listen={}", self.addrs[&id]))
@@ -266,11 +283,6 @@ impl Nodes {
             .spawn()
             .expect("start a node");
         self.children.insert(id, child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(self.addrs[&id]).await.is_err() {
-            assert!(Instant::now() < deadline, "node {id} did not serve within 30 s");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
     }
 
     /// Holds every message on the links from node `id` to the others (its
