@@ -199,13 +199,18 @@ async fn admitted(app: &App, headers: &HeaderMap) -> Result<(), Response> {
     }
 }
 
+/// A single Raft call's body, decoded once its sender is admitted
+/// ([`admitted`]): a refusal or a malformed body is the answer, before
+/// openraft sees anything.
+async fn admitted_body<T: DeserializeOwned>(app: &App, headers: &HeaderMap, body: &[u8]) -> Result<T, Response> {
+    admitted(app, headers).await?;
+    decode(body).map_err(|malformed| *malformed)
+}
+
 async fn append(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(refused) = admitted(&app, &headers).await {
-        return refused;
-    }
-    let rpc = match decode::<AppendEntriesRequest<TypeConfig>>(&body) {
+    let rpc: AppendEntriesRequest<TypeConfig> = match admitted_body(&app, &headers, &body).await {
         Ok(rpc) => rpc,
-        Err(malformed) => return *malformed,
+        Err(refused) => return refused,
     };
     if let Err(stray) = leaders_vote(&app, &rpc.vote) {
         return failure(StatusCode::BAD_REQUEST, json!({"error": stray}));
@@ -258,23 +263,17 @@ async fn stream(State(app): State<App>, headers: HeaderMap, body: axum::body::Bo
 }
 
 async fn vote(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(refused) = admitted(&app, &headers).await {
-        return refused;
-    }
-    let rpc = match decode::<VoteRequest<TypeConfig>>(&body) {
+    let rpc: VoteRequest<TypeConfig> = match admitted_body(&app, &headers, &body).await {
         Ok(rpc) => rpc,
-        Err(malformed) => return *malformed,
+        Err(refused) => return refused,
     };
     Json(app.raft.vote(rpc).await).into_response()
 }
 
 async fn snapshot(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(refused) = admitted(&app, &headers).await {
-        return refused;
-    }
-    let message = match decode::<SnapshotMessage>(&body) {
+    let message: SnapshotMessage = match admitted_body(&app, &headers, &body).await {
         Ok(message) => message,
-        Err(malformed) => return *malformed,
+        Err(refused) => return refused,
     };
     if let Err(stray) = leaders_vote(&app, &message.vote) {
         return failure(StatusCode::BAD_REQUEST, json!({"error": stray}));

@@ -26,9 +26,8 @@ impl ClusterId {
         Ok(ClusterId(u128::from_le_bytes(bytes)))
     }
 
-    /// Parses the 32 hex digits of a header or the file.
-    pub fn parse(text: &str) -> Option<ClusterId> {
-        let digits = text.trim_end_matches('\n');
+    /// Parses the 32 hex digits of a header or of the file's line.
+    pub fn parse(digits: &str) -> Option<ClusterId> {
         if digits.len() != 32 || !digits.bytes().all(|byte| byte.is_ascii_hexdigit()) {
             return None;
         }
@@ -85,8 +84,9 @@ impl Identity {
         let id = OnceLock::new();
         match fs::read_to_string(&path) {
             Ok(text) => {
-                let parsed = ClusterId::parse(&text)
-                    .filter(|_| text.ends_with('\n'))
+                let parsed = text
+                    .strip_suffix('\n')
+                    .and_then(ClusterId::parse)
                     .ok_or_else(|| IdentityError::Malformed { path: path.clone(), found: text.clone() })?;
                 let _ = id.set(parsed);
             }
@@ -115,6 +115,15 @@ impl Identity {
     /// The node's identity, drawn and kept first if it has none: what
     /// `/cluster/init` does before it initializes Raft.
     pub async fn get_or_draw(&self) -> Result<ClusterId, IdentityError> {
+        self.get_or_keep(ClusterId::draw).await
+    }
+
+    /// The node's identity; if it has none, `new()`'s, kept on disk first.
+    /// Of callers that race, the first to take `choosing` decides.
+    async fn get_or_keep(
+        &self,
+        new: impl FnOnce() -> Result<ClusterId, IdentityError>,
+    ) -> Result<ClusterId, IdentityError> {
         if let Some(id) = self.get() {
             return Ok(id);
         }
@@ -122,8 +131,7 @@ impl Identity {
         if let Some(id) = self.get() {
             return Ok(id);
         }
-        let drawn = ClusterId::draw()?;
-        self.keep(drawn).await
+        self.keep(new()?).await
     }
 
     /// Whether a Raft RPC whose [`HEADER`] is `header` may go to openraft.
@@ -139,16 +147,9 @@ impl Identity {
                 None => return Ok(Err(Refusal::Malformed(String::from_utf8_lossy(bytes).into_owned()))),
             },
         };
-        let ours = match (self.get(), named) {
-            (Some(ours), _) => Some(ours),
-            (None, None) => None,
-            (None, Some(named)) => {
-                let _choosing = self.choosing.lock().await;
-                match self.get() {
-                    Some(ours) => Some(ours),
-                    None => Some(self.keep(named).await?),
-                }
-            }
+        let ours = match named {
+            Some(named) => Some(self.get_or_keep(|| Ok(named)).await?),
+            None => self.get(),
         };
         Ok(match (named, ours) {
             (Some(named), Some(ours)) if named == ours => Ok(()),
@@ -160,7 +161,8 @@ impl Identity {
     }
 
     /// Writes `id` durably (a temporary file, fsync, rename, the directory
-    /// fsynced), then holds it. Called under `choosing`, once.
+    /// fsynced), then holds it. Called by `get_or_keep` under `choosing`,
+    /// once.
     async fn keep(&self, id: ClusterId) -> Result<ClusterId, IdentityError> {
         let path = self.path.clone();
         let failed = |source| IdentityError::Io { path: self.path.clone(), source };
@@ -271,7 +273,13 @@ mod tests {
     #[test]
     fn a_damaged_file_is_an_error_naming_it() {
         let dir = tempfile::tempdir().expect("tempdir");
-        for text in ["", "0123", "0123456789abcdef0123456789abcdeg\n", "0123456789abcdef0123456789abcdef"] {
+        for text in [
+            "",
+            "0123",
+            "0123456789abcdef0123456789abcdeg\n",
+            "0123456789abcdef0123456789abcdef",
+            "0123456789abcdef0123456789abcdef\n\n",
+        ] {
             fs::write(dir.path().join("cluster-id"), text).expect("write");
             let error = Identity::open(dir.path()).err().expect("a damaged file is refused");
             let message = error.to_string();
