@@ -9,21 +9,23 @@ use zeroize::Zeroize;
 use crate::encryption::Sealer;
 use crate::error::{Error, Result};
 use crate::format::{
-    encoded_group_bytes, write_group_header, BLOCK_DATA_BYTES, GROUP_HEADER_BYTES, RECORD_HEADER_BYTES,
-    SEAL_OVERHEAD_BYTES,
+    encoded_group_bytes, write_group_header, ClearBlocks, FixedGeometry, Geometry, SealedBlocks, GROUP_HEADER_BYTES,
+    RECORD_HEADER_BYTES, SEAL_OVERHEAD_BYTES,
 };
 use crate::link_buf::LinkBuf;
 use crate::lsn::{BlockNo, Lsn, Sn};
 use crate::metrics::MetricsRecorder;
 use crate::pipeline::{PoisonOnPanic, Port, Site, Stages};
 use crate::sync::atomic::Ordering;
+use std::marker::PhantomData;
 
 /// A group's encoded bytes, which `copy_group` copies into the ring in
 /// chunks. Generic rather than an enum: each kind's copy is compiled on its
 /// own, so the clear path inlines as it did before encryption existed.
 trait GroupBytes {
-    /// Copies encoded bytes `[skip, skip + len)` of the group into the ring at `at`.
-    fn copy_range(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn;
+    /// Copies encoded bytes `[skip, skip + len)` of the group into the ring at
+    /// `at`, in blocks of `B`'s geometry.
+    fn copy_range<B: FixedGeometry>(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn;
 }
 
 /// A group in clear, produced piece by piece without building a buffer.
@@ -36,16 +38,16 @@ struct ClearGroup<'a> {
 struct SealedGroup<'a>(&'a [u8]);
 
 impl GroupBytes for SealedGroup<'_> {
-    fn copy_range(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn {
-        let mut cursor = Cursor { ring, at, position: 0, skip, end: skip + len };
+    fn copy_range<B: FixedGeometry>(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn {
+        let mut cursor = Cursor::<B> { ring, at, position: 0, skip, end: skip + len, geometry: PhantomData };
         cursor.emit(self.0);
         cursor.at
     }
 }
 
 impl GroupBytes for ClearGroup<'_> {
-    fn copy_range(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn {
-        let mut cursor = Cursor { ring, at, position: 0, skip, end: skip + len };
+    fn copy_range<B: FixedGeometry>(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn {
+        let mut cursor = Cursor::<B> { ring, at, position: 0, skip, end: skip + len, geometry: PhantomData };
         let (header, records) = (&self.header, self.records);
         // The group header and the first record's length go out as one piece: a
         // single-record group (the common commit) is then two copies, not three.
@@ -69,16 +71,18 @@ impl GroupBytes for ClearGroup<'_> {
     }
 }
 
-/// Walks the encoded group, copying the part inside `[skip, end)`.
-struct Cursor<'a> {
+/// Walks the encoded group, copying the part inside `[skip, end)` into
+/// blocks of `B`'s geometry.
+struct Cursor<'a, B> {
     ring: &'a RingBuffer,
     at: Lsn,
     position: u64,
     skip: u64,
     end: u64,
+    geometry: PhantomData<B>,
 }
 
-impl Cursor<'_> {
+impl<B: FixedGeometry> Cursor<'_, B> {
     fn emit(&mut self, piece: &[u8]) {
         let piece_start = self.position;
         self.position += piece.len() as u64;
@@ -90,7 +94,7 @@ impl Cursor<'_> {
         // SAFETY: the appender reserved these bytes (INV-1) and waited for their
         // ring space (INV-3) before copying: nobody else touches them.
         #[allow(unsafe_code)]
-        let at = unsafe { self.ring.copy_in(self.at, &piece[from..to]) };
+        let at = unsafe { self.ring.copy_in(self.at, &piece[from..to], B::GEOMETRY) };
         self.at = at;
     }
 }
@@ -115,6 +119,9 @@ pub(crate) struct Appender {
     capacity: crate::sync::atomic::AtomicU64,
     /// An encrypted log's session key and epoch (docs/DESIGN.md §1.15).
     sealer: Option<Sealer>,
+    /// How many data bytes a block holds: the append path is compiled once
+    /// per geometry and picks its copy here, once per group.
+    geometry: Geometry,
 }
 
 thread_local! {
@@ -127,18 +134,25 @@ impl Appender {
     /// An appender whose next group starts at `end`; `last_block` is the image
     /// of the block holding `end`.
     /// `group_bytes_max` is the configured limit, `capacity` the files' own
-    /// (`Layout::group_bytes_max`).
-    pub(crate) fn new(ring_bytes: usize, end: Lsn, last_block: &[u8], group_bytes_max: u64, capacity: u64) -> Self {
+    /// (`Layout::group_bytes_max`), `geometry` their blocks'.
+    pub(crate) fn new(
+        ring_bytes: usize,
+        (end, last_block): (Lsn, &[u8]),
+        group_bytes_max: u64,
+        capacity: u64,
+        geometry: Geometry,
+    ) -> Self {
         let mut ring = RingBuffer::new(ring_bytes);
         ring.load_block(end.block(), last_block);
         // Reach 1/16 of the ring, as MySQL sizes recent_written (1 MiB by default).
         let link_capacity = (ring_bytes >> (4 + crate::link_buf::GRANULE_SHIFT)).max(256);
         Appender {
             ring,
-            link: LinkBuf::new(link_capacity, end.0, end.to_sn().0),
+            link: LinkBuf::new(link_capacity, end.0, end.to_sn(geometry).0),
             group_bytes_max,
             capacity: crate::sync::atomic::AtomicU64::new(capacity),
             sealer: None,
+            geometry,
         }
     }
 
@@ -182,14 +196,21 @@ impl Appender {
 
     /// End of everything reserved so far.
     pub(crate) fn reserved_end(&self) -> Lsn {
-        Sn(self.sn().load(Ordering::SeqCst) & !SN_CLOSED).to_lsn()
+        self.reserved_end_in(self.geometry)
+    }
+
+    /// `reserved_end` in blocks of `geometry`: the append path passes its
+    /// constant.
+    #[inline(always)]
+    fn reserved_end_in(&self, geometry: Geometry) -> Lsn {
+        Sn(self.sn().load(Ordering::SeqCst) & !SN_CLOSED).to_lsn(geometry)
     }
 
     /// Closes the log to appends; returns the end of what was reserved, or
     /// `None` if it was closed already.
     pub(crate) fn close(&self) -> Option<Lsn> {
         let previous = self.sn().fetch_or(SN_CLOSED, Ordering::SeqCst);
-        (previous & SN_CLOSED == 0).then(|| Sn(previous).to_lsn())
+        (previous & SN_CLOSED == 0).then(|| Sn(previous).to_lsn(self.geometry))
     }
 
     /// Appends one group; returns its start and end LSNs, and the stretch the
@@ -204,6 +225,22 @@ impl Appender {
         port: &P,
         metrics: &MetricsRecorder,
     ) -> Result<(Lsn, Lsn, Moved)> {
+        match self.geometry {
+            Geometry::Clear => self.append_in::<ClearBlocks, W, P>(records, stages, port, metrics),
+            Geometry::Sealed => self.append_in::<SealedBlocks, W, P>(records, stages, port, metrics),
+        }
+    }
+
+    /// `append_group` in blocks of `B`'s geometry, so every conversion between
+    /// data bytes and LSNs divides by a constant.
+    #[inline(always)]
+    fn append_in<B: FixedGeometry, W, P: Port<Writer = W>>(
+        &self,
+        records: &[&[u8]],
+        stages: &Stages<W>,
+        port: &P,
+        metrics: &MetricsRecorder,
+    ) -> Result<(Lsn, Lsn, Moved)> {
         let bytes = self.check_group_size(records)?;
         stages.check()?;
         let (start_sn, end) = match &self.sealer {
@@ -211,11 +248,11 @@ impl Appender {
                 let start_sn = self.reserve(bytes)?;
                 let guard = PoisonOnPanic { stages, op: "append" };
                 let group = ClearGroup { header: write_group_header(records, bytes), records };
-                let end = self.copy_group(&group, Sn(start_sn), bytes, stages, port, metrics);
+                let end = self.copy_group::<B, _, W, P>(&group, Sn(start_sn), bytes, stages, port, metrics);
                 std::mem::forget(guard);
                 (start_sn, end)
             }
-            Some(sealer) => self.reserve_sealed(sealer, records, bytes, (stages, port), metrics)?,
+            Some(sealer) => self.reserve_sealed::<B, W, P>(sealer, records, bytes, (stages, port), metrics)?,
         };
         let (end, moved) = end?;
         // One counter update per group in the common case of one record: the
@@ -226,7 +263,7 @@ impl Appender {
             0 => metrics.empty_groups.add(1),
             count => metrics.records_beyond_one.add(count as u64 - 1),
         }
-        Ok((Sn(start_sn).to_lsn(), end, moved))
+        Ok((Sn(start_sn).to_lsn(B::GEOMETRY), end, moved))
     }
 
     /// `append_group`'s reserve and copy in an encrypted log, apart so the
@@ -236,7 +273,7 @@ impl Appender {
     /// publishing (which later groups' `ready` waits on) holds only the cipher
     /// and the copy. Returns the group's start and what `copy_group` returned.
     #[inline(never)]
-    fn reserve_sealed<W, P: Port<Writer = W>>(
+    fn reserve_sealed<B: FixedGeometry, W, P: Port<Writer = W>>(
         &self,
         sealer: &Sealer,
         records: &[&[u8]],
@@ -257,8 +294,8 @@ impl Appender {
                 }
             };
             let guard = PoisonOnPanic { stages, op: "append" };
-            sealer.seal(Sn(start_sn).to_lsn(), &mut sealed);
-            let end = self.copy_group(&SealedGroup(&sealed), Sn(start_sn), bytes, stages, port, metrics);
+            sealer.seal(Sn(start_sn).to_lsn(B::GEOMETRY), &mut sealed);
+            let end = self.copy_group::<B, _, W, P>(&SealedGroup(&sealed), Sn(start_sn), bytes, stages, port, metrics);
             std::mem::forget(guard);
             Ok((start_sn, end))
         })
@@ -310,7 +347,7 @@ impl Appender {
     /// own link, so a group larger than the ring streams through it. Returns the
     /// group's end and, if publishing its last chunk moved `ready`, the stretch
     /// it moved by, which the caller must notify (`Stages::ready_moved`).
-    fn copy_group<G: GroupBytes, W, P: Port<Writer = W>>(
+    fn copy_group<B: FixedGeometry, G: GroupBytes, W, P: Port<Writer = W>>(
         &self,
         group: &G,
         start: Sn,
@@ -319,8 +356,8 @@ impl Appender {
         port: &P,
         metrics: &MetricsRecorder,
     ) -> Result<(Lsn, Moved)> {
-        let group_end = Sn(start.0 + bytes).to_lsn();
-        let chunk_max = (self.ring.ring_blocks() / 2).max(1) * BLOCK_DATA_BYTES as u64;
+        let group_end = Sn(start.0 + bytes).to_lsn(B::GEOMETRY);
+        let chunk_max = (self.ring.ring_blocks() / 2).max(1) * B::GEOMETRY.data_bytes() as u64;
         // Equal chunks, so none is shorter than a link-buffer granule (the last
         // of `chunk_max`-sized chunks could be one byte).
         let chunks = bytes.div_ceil(chunk_max);
@@ -331,17 +368,17 @@ impl Appender {
                 metrics.extra_chunks.add(1);
             }
             let len = chunk_len.min(bytes - done);
-            let chunk_start = Sn(start.0 + done).to_lsn();
-            let chunk_end = Sn(start.0 + done + len).to_lsn();
+            let chunk_start = Sn(start.0 + done).to_lsn(B::GEOMETRY);
+            let chunk_end = Sn(start.0 + done + len).to_lsn(B::GEOMETRY);
             self.wait_ring_space(chunk_end.block(), stages, port)?;
             self.wait_link_space(chunk_start, stages, metrics)?;
-            let copied_to = group.copy_range(&self.ring, chunk_start, done, len);
+            let copied_to = group.copy_range::<B>(&self.ring, chunk_start, done, len);
             debug_assert_eq!(copied_to, chunk_end);
             self.set_first_groups(chunk_start, chunk_end, group_end);
             // INV-1: the chunk lies in this appender's reservation. Per append, so
             // checked in debug builds only (the release hot path is ~70 ns).
             debug_assert!(group_end <= self.reserved_end(), "INV-1: group end {group_end} past the reserved end");
-            let moved = self.link.add(chunk_start.0, chunk_end.0, || self.reserved_end().0);
+            let moved = self.link.add(chunk_start.0, chunk_end.0, || self.reserved_end_in(B::GEOMETRY).0);
             done += len;
             match moved {
                 // The last chunk's notice goes to the caller, to merge with

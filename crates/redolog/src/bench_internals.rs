@@ -66,7 +66,7 @@ impl Ring {
     pub fn copy_in(&self, data: &[u8]) -> Lsn {
         // SAFETY: a `Ring` is used by one thread (it is not `Sync`: `Cell`).
         #[allow(unsafe_code)]
-        let end = unsafe { self.ring.copy_in(self.at.get(), data) };
+        let end = unsafe { self.ring.copy_in(self.at.get(), data, crate::geometry::Geometry::Clear) };
         // The next data position: a copy ending exactly at a block's data end
         // already returns the next block's data start.
         self.at.set(end);

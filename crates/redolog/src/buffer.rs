@@ -7,9 +7,7 @@
 
 use std::cell::UnsafeCell;
 
-use crate::format::{
-    write_u16, BlockHeader, BlockSeal, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES, FIRST_GROUP_OFFSET,
-};
+use crate::format::{write_u16, BlockHeader, BlockSeal, Geometry, BLOCK_BYTES, FIRST_GROUP_OFFSET};
 use crate::lsn::{BlockNo, Lsn};
 
 /// A ring of `ring_bytes` bytes (a power of two, at least one block).
@@ -52,18 +50,20 @@ impl RingBuffer {
     }
 
     /// Copies `data` into the data bytes starting at data position `at`, skipping
-    /// block headers and trailers. Returns the data position after the last byte.
+    /// block headers and trailers of blocks of `geometry`. Returns the data
+    /// position after the last byte.
     ///
     /// # Safety
     /// The calling thread owns these bytes: it reserved them (INV-1) and has
     /// ring space for them (INV-3), so no other thread reads or writes them
     /// while it copies.
     #[allow(unsafe_code)]
-    pub(crate) unsafe fn copy_in(&self, mut at: Lsn, mut data: &[u8]) -> Lsn {
-        debug_assert!(at.is_data_position());
+    #[inline]
+    pub(crate) unsafe fn copy_in(&self, mut at: Lsn, mut data: &[u8], geometry: Geometry) -> Lsn {
+        debug_assert!(at.is_data_position(geometry));
         while !data.is_empty() {
             let offset = at.offset_in_block();
-            let room = BLOCK_HEADER_BYTES + BLOCK_DATA_BYTES - offset;
+            let room = geometry.data_end() - offset;
             let count = room.min(data.len());
             let index = self.block_index(at.block()) + offset;
             debug_assert!(index + count <= self.bytes.len());
@@ -105,7 +105,7 @@ impl RingBuffer {
         // SAFETY: in bounds; exclusivity is the caller's contract above, and the
         // slice does not outlive this call.
         let image = unsafe { std::slice::from_raw_parts_mut(self.base().add(index), BLOCK_BYTES) };
-        BlockHeader::seal(image, seal, block, BLOCK_DATA_BYTES, synced_back);
+        BlockHeader::seal(image, seal, block, seal.geometry().data_bytes(), synced_back);
     }
 
     /// Shared access to `count` consecutive blocks from `first`, which must not
@@ -161,7 +161,7 @@ mod tests {
 
     fn copy_in(ring: &RingBuffer, at: Lsn, data: &[u8]) -> Lsn {
         // SAFETY: the test's one thread owns the whole ring.
-        unsafe { ring.copy_in(at, data) }
+        unsafe { ring.copy_in(at, data, Geometry::Clear) }
     }
 
     fn copy_out(ring: &RingBuffer, block: BlockNo, out: &mut [u8]) {
@@ -187,6 +187,23 @@ mod tests {
         assert_eq!(&block[..16], &[0u8; 16]);
         copy_out(&ring, BlockNo(2), &mut block);
         assert_eq!(&block[16..16 + 108], &data[492..]);
+    }
+
+    #[test]
+    fn sealed_blocks_leave_their_last_32_data_bytes_to_the_seal() {
+        let ring = RingBuffer::new(4 * BLOCK_BYTES);
+        let data = vec![0xAB; 600];
+        let start = BlockNo(1).data_start();
+        // SAFETY: the test's one thread owns the whole ring.
+        let end = unsafe { ring.copy_in(start, &data, Geometry::Sealed) };
+        assert_eq!(end, Lsn(2 * 512 + 16 + (600 - 460)));
+        let mut block = [0u8; BLOCK_BYTES];
+        copy_out(&ring, BlockNo(1), &mut block);
+        assert!(block[16..476].iter().all(|&byte| byte == 0xAB));
+        assert!(block[476..].iter().all(|&byte| byte == 0), "the seal's bytes and the CRC stay the writer's");
+        copy_out(&ring, BlockNo(2), &mut block);
+        assert!(block[16..16 + 140].iter().all(|&byte| byte == 0xAB));
+        assert_eq!(block[16 + 140], 0);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use crate::error::{Error, IoFailure, Result};
 use crate::failpoint::failpoint;
 use crate::format::{
-    consumer_name_problem, CheckpointSlot, ConsumerTable, KeyTable, CHECKPOINT_SLOT_OFFSETS, CONSUMERS_MAX,
+    consumer_name_problem, CheckpointSlot, ConsumerTable, Geometry, KeyTable, CHECKPOINT_SLOT_OFFSETS, CONSUMERS_MAX,
 };
 use crate::lsn::{BlockNo, Lsn};
 use crate::metrics::MetricsRecorder;
@@ -73,6 +73,8 @@ pub(crate) struct Checkpoints {
     /// An encrypted log's session epoch and key table, which every slot
     /// repeats (INV-29, INV-31); 0 and empty otherwise.
     session: (u32, KeyTable),
+    /// How many data bytes the log's blocks hold: which LSNs are positions.
+    geometry: Geometry,
 }
 
 /// The checkpoint coordinator held for a resize's switch (docs/DESIGN.md
@@ -87,7 +89,7 @@ impl Checkpoints {
     /// and keeps `consumers`.
     pub(crate) fn new(
         (number, lsn, consumers): (u64, Lsn, ConsumerTable),
-        ring_blocks: u64,
+        (ring_blocks, geometry): (u64, Geometry),
         (log_id, session): (u128, (u32, KeyTable)),
         (file, path): (Arc<dyn StorageFile>, PathBuf),
     ) -> Self {
@@ -110,6 +112,7 @@ impl Checkpoints {
             file_limit_block: crossbeam_utils::CachePadded::new(AtomicU64::new(floor.block().0 + ring_blocks)),
             log_id,
             session,
+            geometry,
         }
     }
 
@@ -150,7 +153,7 @@ impl Checkpoints {
         if lsn > reserved_end {
             return Err(Error::LsnOutOfRange { lsn, end: reserved_end });
         }
-        if !lsn.is_data_position() {
+        if !lsn.is_data_position(self.geometry) {
             return Err(Error::InvalidLsn { lsn, reason: "it points into a block header or trailer" });
         }
         stages.check()?;
@@ -274,7 +277,7 @@ impl Checkpoints {
         stages: &Stages<W>,
         metrics: &MetricsRecorder,
     ) -> Result<Lsn> {
-        if !lsn.is_data_position() {
+        if !lsn.is_data_position(self.geometry) {
             return Err(Error::InvalidLsn { lsn, reason: "it points into a block header or trailer" });
         }
         let synced = stages.synced();

@@ -92,18 +92,19 @@ impl Core {
             Some(session) => (Some(session.sealer), (session.epoch, session.keys)),
             None => (None, (0, KeyTable::default())),
         };
+        let geometry = files.seal.geometry();
         let appender = Appender::new(
             config.ring_bytes(),
-            start.end,
-            &start.last_block,
+            (start.end, &start.last_block),
             config.group_bytes_max,
-            files.layout.group_bytes_max(),
+            files.layout.group_bytes_max(geometry),
+            geometry,
         )
         .sealing(sealer);
         let unsynced_blocks = unsynced_bytes_max / crate::format::BLOCK_BYTES as u64;
         let checkpoints = Checkpoints::new(
             (start.checkpoint_no, start.checkpoint_lsn, start.consumers),
-            files.layout.ring_blocks,
+            (files.layout.ring_blocks, geometry),
             (log_id, session),
             (files.handles[0].clone(), files.paths[0].clone()),
         );

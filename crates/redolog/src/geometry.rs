@@ -18,3 +18,59 @@ pub(crate) const BLOCK_HEADER_BYTES: usize = SYNCED_BACK_OFFSET + size_of::<u32>
 pub(crate) const BLOCK_TRAILER_BYTES: usize = size_of::<u32>();
 pub(crate) const CRC_OFFSET: usize = BLOCK_BYTES - BLOCK_TRAILER_BYTES;
 pub(crate) const BLOCK_DATA_BYTES: usize = BLOCK_BYTES - BLOCK_HEADER_BYTES - BLOCK_TRAILER_BYTES;
+
+/// Data bytes in a block that carries its own AES-GCM seal (format version 3,
+/// designed, not yet written: docs/DESIGN.md §1.15.1): the 16-byte tag and the
+/// 16 bytes of key fields come out of the data area.
+pub(crate) const SEALED_BLOCK_DATA_BYTES: usize = BLOCK_DATA_BYTES - 32;
+
+/// How many data bytes each block of a log holds. Every position in the log's
+/// stream converts between data bytes (`Sn`) and LSNs through it. Versions 1
+/// and 2 hold [`BLOCK_DATA_BYTES`]; a block sealed whole holds
+/// [`SEALED_BLOCK_DATA_BYTES`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Geometry {
+    /// 492 data bytes: format versions 1 and 2.
+    Clear,
+    /// 460 data bytes: format version 3 (planned).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Sealed,
+}
+
+impl Geometry {
+    /// Data bytes per block.
+    #[inline(always)]
+    pub(crate) const fn data_bytes(self) -> usize {
+        match self {
+            Geometry::Clear => BLOCK_DATA_BYTES,
+            Geometry::Sealed => SEALED_BLOCK_DATA_BYTES,
+        }
+    }
+
+    /// The offset just past a block's last data byte.
+    #[inline(always)]
+    pub(crate) const fn data_end(self) -> usize {
+        BLOCK_HEADER_BYTES + self.data_bytes()
+    }
+}
+
+/// A geometry known when the code is compiled: the append path is built once
+/// per geometry, so its conversions divide by a constant (a multiply and a
+/// shift) instead of by a value read at run time.
+pub(crate) trait FixedGeometry {
+    const GEOMETRY: Geometry;
+}
+
+/// [`Geometry::Clear`] at compile time.
+pub(crate) struct ClearBlocks;
+
+impl FixedGeometry for ClearBlocks {
+    const GEOMETRY: Geometry = Geometry::Clear;
+}
+
+/// [`Geometry::Sealed`] at compile time.
+pub(crate) struct SealedBlocks;
+
+impl FixedGeometry for SealedBlocks {
+    const GEOMETRY: Geometry = Geometry::Sealed;
+}

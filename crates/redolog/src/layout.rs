@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::format::{BLOCK_BYTES, BLOCK_DATA_BYTES, FILE_COUNT, FILE_HEADER_AREA_BYTES};
+use crate::format::{Geometry, BLOCK_BYTES, FILE_COUNT, FILE_HEADER_AREA_BYTES};
 use crate::lsn::BlockNo;
 
 /// The geometry of a log's files.
@@ -33,11 +33,12 @@ impl Layout {
         Layout { file_bytes, file_blocks, ring_blocks: file_blocks * u64::from(FILE_COUNT) }
     }
 
-    /// The largest group the ring of files holds: all its blocks' data but
-    /// two (the partial blocks a group may start and end in). Appends refuse
-    /// a larger group; readers take a larger header for damage.
-    pub(crate) fn group_bytes_max(&self) -> u64 {
-        (self.ring_blocks - 2) * BLOCK_DATA_BYTES as u64
+    /// The largest group the ring of files holds in blocks of `geometry`:
+    /// all its blocks' data but two (the partial blocks a group may start and
+    /// end in). Appends refuse a larger group; readers take a larger header
+    /// for damage.
+    pub(crate) fn group_bytes_max(&self, geometry: Geometry) -> u64 {
+        (self.ring_blocks - 2) * geometry.data_bytes() as u64
     }
 
     /// The file index and byte offset of block `block`.

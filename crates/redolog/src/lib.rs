@@ -53,6 +53,8 @@ pub mod export;
 mod failpoint;
 mod format;
 mod geometry;
+#[cfg(test)]
+mod geometry_tests;
 mod layout;
 mod link_buf;
 #[cfg(test)]

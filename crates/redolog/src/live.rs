@@ -88,7 +88,7 @@ enum Attempt {
 impl<'a> LogReader<'a> {
     pub(crate) fn new(core: &'a Core, from: Lsn) -> Result<Self> {
         core.check_appended(from)?;
-        if !from.is_data_position() {
+        if !from.is_data_position(core.files().seal.geometry()) {
             return Err(Error::InvalidLsn { lsn: from, reason: "it points into a block header or trailer" });
         }
         // The generation before the files: a switch in between is seen at

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::geometry::{BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES};
+use crate::geometry::{Geometry, BLOCK_BYTES, BLOCK_HEADER_BYTES};
 
 /// A log sequence number: the byte address of a position in the log's block stream.
 ///
@@ -55,18 +55,21 @@ impl Lsn {
         (self.0 % BLOCK_BYTES as u64) as usize
     }
 
-    /// Whether this LSN names a data position (offset 16..508 in its block).
-    pub(crate) fn is_data_position(self) -> bool {
+    /// Whether this LSN names a data position in a log of `geometry` (offset
+    /// 16..508 of its block in clear).
+    #[inline]
+    pub(crate) fn is_data_position(self, geometry: Geometry) -> bool {
         let offset = self.offset_in_block();
-        (BLOCK_HEADER_BYTES..BLOCK_HEADER_BYTES + BLOCK_DATA_BYTES).contains(&offset)
+        (BLOCK_HEADER_BYTES..geometry.data_end()).contains(&offset)
     }
 
     /// The data-byte count of a data position. Precondition: `is_data_position`.
-    pub(crate) fn to_sn(self) -> Sn {
-        debug_assert!(self.is_data_position(), "{self} is not a data position");
+    #[inline]
+    pub(crate) fn to_sn(self, geometry: Geometry) -> Sn {
+        debug_assert!(self.is_data_position(geometry), "{self} is not a data position");
         let block = self.0 / BLOCK_BYTES as u64;
         let offset = self.offset_in_block() - BLOCK_HEADER_BYTES;
-        Sn(block * BLOCK_DATA_BYTES as u64 + offset as u64)
+        Sn(block * geometry.data_bytes() as u64 + offset as u64)
     }
 }
 
@@ -75,11 +78,15 @@ impl Lsn {
 pub(crate) struct Sn(pub u64);
 
 impl Sn {
-    /// The LSN of this data position; a multiple of 492 maps to offset 16 of the
-    /// next block (docs/FORMAT.md §4).
-    pub(crate) fn to_lsn(self) -> Lsn {
-        let block = self.0 / BLOCK_DATA_BYTES as u64;
-        let offset = self.0 % BLOCK_DATA_BYTES as u64;
+    /// The LSN of this data position in a log of `geometry`; a multiple of
+    /// the data bytes per block (492 in clear) maps to offset 16 of the next
+    /// block (docs/FORMAT.md §4). Inlined, so a constant `geometry` divides by
+    /// a constant.
+    #[inline]
+    pub(crate) fn to_lsn(self, geometry: Geometry) -> Lsn {
+        let data_bytes = geometry.data_bytes() as u64;
+        let block = self.0 / data_bytes;
+        let offset = self.0 % data_bytes;
         Lsn(block * BLOCK_BYTES as u64 + offset + BLOCK_HEADER_BYTES as u64)
     }
 }
@@ -129,13 +136,41 @@ mod tests {
     #[test]
     fn sn_lsn_round_trip_at_block_edges() {
         for sn in [0, 1, 491, 492, 493, 983, 984, 10_000_000] {
-            let lsn = Sn(sn).to_lsn();
-            assert!(lsn.is_data_position(), "{sn} -> {lsn}");
-            assert_eq!(lsn.to_sn(), Sn(sn));
+            let lsn = Sn(sn).to_lsn(Geometry::Clear);
+            assert!(lsn.is_data_position(Geometry::Clear), "{sn} -> {lsn}");
+            assert_eq!(lsn.to_sn(Geometry::Clear), Sn(sn));
         }
         // A multiple of the payload size is the start of the next block's data.
-        assert_eq!(Sn(492).to_lsn(), Lsn(512 + 16));
-        assert_eq!(Sn(491).to_lsn(), Lsn(507));
+        assert_eq!(Sn(492).to_lsn(Geometry::Clear), Lsn(512 + 16));
+        assert_eq!(Sn(491).to_lsn(Geometry::Clear), Lsn(507));
+    }
+
+    #[test]
+    fn sealed_blocks_hold_460_data_bytes() {
+        let sealed = Geometry::Sealed;
+        for sn in [0, 1, 459, 460, 461, 919, 920, 10_000_000] {
+            let lsn = Sn(sn).to_lsn(sealed);
+            assert!(lsn.is_data_position(sealed), "{sn} -> {lsn}");
+            assert_eq!(lsn.to_sn(sealed), Sn(sn));
+        }
+        assert_eq!(Sn(459).to_lsn(sealed), Lsn(16 + 459));
+        assert_eq!(Sn(460).to_lsn(sealed), Lsn(512 + 16));
+        // The seal's 32 bytes and the CRC are not data positions.
+        assert!(!Lsn(512 + 476).is_data_position(sealed));
+        assert!(Lsn(512 + 476).is_data_position(Geometry::Clear));
+    }
+
+    proptest::proptest! {
+        /// Every data byte count converts to a data position and back, and
+        /// consecutive counts map to increasing LSNs, in both geometries.
+        #[test]
+        fn sn_lsn_round_trip(sn in 0u64..1 << 50, sealed: bool) {
+            let geometry = if sealed { Geometry::Sealed } else { Geometry::Clear };
+            let lsn = Sn(sn).to_lsn(geometry);
+            proptest::prop_assert!(lsn.is_data_position(geometry));
+            proptest::prop_assert_eq!(lsn.to_sn(geometry), Sn(sn));
+            proptest::prop_assert!(Sn(sn + 1).to_lsn(geometry) > lsn);
+        }
     }
 
     #[test]
@@ -148,10 +183,11 @@ mod tests {
 
     #[test]
     fn header_and_trailer_are_not_data_positions() {
-        assert!(!Lsn(512).is_data_position());
-        assert!(!Lsn(512 + 15).is_data_position());
-        assert!(Lsn(512 + 16).is_data_position());
-        assert!(Lsn(512 + 507).is_data_position());
-        assert!(!Lsn(512 + 508).is_data_position());
+        let clear = Geometry::Clear;
+        assert!(!Lsn(512).is_data_position(clear));
+        assert!(!Lsn(512 + 15).is_data_position(clear));
+        assert!(Lsn(512 + 16).is_data_position(clear));
+        assert!(Lsn(512 + 507).is_data_position(clear));
+        assert!(!Lsn(512 + 508).is_data_position(clear));
     }
 }

@@ -66,7 +66,7 @@ pub(crate) fn resize(core: &Core, storage: &Arc<dyn Storage>, capacity_bytes: u6
         }
         return Err(error);
     }
-    core.appender.set_capacity(layout.group_bytes_max());
+    core.appender.set_capacity(layout.group_bytes_max(old.seal.geometry()));
     // State 5: the final names. A failure leaves the log running on files
     // whose names a later resize would write over: poison it (the next open
     // finishes the renames, INV-34).
@@ -157,8 +157,9 @@ fn prepare(
 /// switch.)
 fn bound(core: &Core, layout: &Layout, unsynced_bytes_max: u64) -> Result<()> {
     {
-        let _gate = core.files_exclusive();
-        core.appender.set_capacity(core.appender.capacity().min(layout.group_bytes_max()));
+        let gate = core.files_exclusive();
+        let geometry = gate.seal.geometry();
+        core.appender.set_capacity(core.appender.capacity().min(layout.group_bytes_max(geometry)));
         core.stages.lower_unsynced_blocks(unsynced_bytes_max / BLOCK_BYTES as u64);
         core.checkpoints.lower_ring(layout.ring_blocks);
     }

@@ -181,7 +181,8 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{read_block_header, BlockState, BLOCK_DATA_BYTES, FILE_HEADER_AREA_BYTES};
+    use crate::format::{read_block_header, BlockState, FILE_HEADER_AREA_BYTES};
+    use crate::geometry::BLOCK_DATA_BYTES;
     use crate::storage::{MemStorage, Storage};
 
     fn files(layout: &Layout) -> Files {
@@ -222,7 +223,7 @@ mod tests {
         let data = vec![7u8; BLOCK_DATA_BYTES + 10];
         // SAFETY: the test's one thread owns the whole ring.
         #[allow(unsafe_code)]
-        let end = unsafe { ring.copy_in(start, &data) };
+        let end = unsafe { ring.copy_in(start, &data, files.seal.geometry()) };
         let mut writer = Writer::new();
         let done = writer.write(&ring, &files, (start, end), start).expect("write");
         // Block 3 is the last of file 0, block 4 the first of file 1.

@@ -155,7 +155,8 @@ impl Archiver {
             waiter_arrived: Condvar::new(),
             stop: AtomicBool::new(false),
         });
-        let advance_every = (log.core().files().layout.group_bytes_max() / 8).max(1);
+        let files = log.core().files();
+        let advance_every = (files.layout.group_bytes_max(files.seal.geometry()) / 8).max(1);
         let worker = Worker {
             log: Arc::downgrade(log),
             shared: shared.clone(),

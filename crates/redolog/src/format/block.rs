@@ -7,6 +7,7 @@ pub(crate) use crate::geometry::*;
 
 const _: () = assert!(BLOCK_HEADER_BYTES == 16);
 const _: () = assert!(BLOCK_DATA_BYTES == 492);
+const _: () = assert!(SEALED_BLOCK_DATA_BYTES == 460);
 const _: () = assert!(CRC_OFFSET == 508);
 // data_len and first_group are u16.
 const _: () = assert!(BLOCK_BYTES <= u16::MAX as usize);
@@ -18,11 +19,25 @@ const _: () = assert!(BLOCK_BYTES <= u16::MAX as usize);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct BlockSeal {
     seed: u32,
+    /// How many data bytes this log's blocks hold.
+    geometry: Geometry,
 }
 
 impl BlockSeal {
+    /// The blocks of log `log_id`, in clear (format versions 1 and 2).
     pub(crate) fn for_log(log_id: u128) -> Self {
-        BlockSeal { seed: crc32c::crc32c(&log_id.to_le_bytes()) }
+        BlockSeal { seed: crc32c::crc32c(&log_id.to_le_bytes()), geometry: Geometry::Clear }
+    }
+
+    /// The same log's blocks holding `geometry`'s data bytes.
+    pub(crate) const fn with_geometry(self, geometry: Geometry) -> Self {
+        BlockSeal { geometry, ..self }
+    }
+
+    /// How many data bytes this log's blocks hold.
+    #[inline]
+    pub(crate) const fn geometry(self) -> Geometry {
+        self.geometry
     }
 
     /// The CRC of `block` as this log writes it.
@@ -35,7 +50,7 @@ impl BlockSeal {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct BlockHeader {
     pub(crate) number: BlockNo,
-    /// Data bytes used, 0..=492.
+    /// Data bytes used, 0..=492 (0..=460 in a block sealed whole).
     pub(crate) data_len: usize,
     /// Offset of the first group header starting in the block, or 0.
     pub(crate) first_group: usize,
@@ -48,7 +63,7 @@ impl BlockHeader {
     /// it is: appenders own it (docs/DESIGN.md INV-9).
     pub(crate) fn seal(block: &mut [u8], seal: BlockSeal, number: BlockNo, data_len: usize, synced_back: u32) {
         debug_assert_eq!(block.len(), BLOCK_BYTES);
-        debug_assert!(data_len <= BLOCK_DATA_BYTES);
+        debug_assert!(data_len <= seal.geometry.data_bytes());
         write_u32(block, BLOCK_NO_OFFSET, number.low());
         write_u16(block, DATA_LEN_OFFSET, data_len as u16);
         write_u32(block, EPOCH_OFFSET, number.epoch());
@@ -92,7 +107,7 @@ pub(crate) fn read_block_header(block: &[u8], seal: BlockSeal, expected: BlockNo
     // group before it ended there and recorded where the next one begins.
     let first_group_ok = first_group == 0
         || ((BLOCK_HEADER_BYTES..=BLOCK_HEADER_BYTES + data_len).contains(&first_group) && first_group < CRC_OFFSET);
-    if data_len > BLOCK_DATA_BYTES || !first_group_ok {
+    if data_len > seal.geometry.data_bytes() || !first_group_ok {
         return BlockState::Bad;
     }
     let header = BlockHeader { number, data_len, first_group, synced_back: read_u32(block, SYNCED_BACK_OFFSET) };
@@ -107,7 +122,7 @@ pub(crate) fn read_block_header(block: &[u8], seal: BlockSeal, expected: BlockNo
 mod tests {
     use super::*;
 
-    const SEAL: BlockSeal = BlockSeal { seed: 0x1234_5678 };
+    const SEAL: BlockSeal = BlockSeal { seed: 0x1234_5678, geometry: Geometry::Clear };
 
     fn sealed(number: u64, data_len: usize, first_group: u16) -> Vec<u8> {
         let mut block = vec![0u8; BLOCK_BYTES];
@@ -170,5 +185,19 @@ mod tests {
         let crc = SEAL.crc(&block);
         write_u32(&mut block, CRC_OFFSET, crc);
         assert_eq!(read_block_header(&block, SEAL, BlockNo(9)), BlockState::Bad);
+    }
+
+    #[test]
+    fn a_sealed_log_block_holds_at_most_460_data_bytes() {
+        let sealed_log = SEAL.with_geometry(Geometry::Sealed);
+        for (data_len, valid) in [(460, true), (461, false), (492, false)] {
+            let mut block = vec![0u8; BLOCK_BYTES];
+            write_u16(&mut block, DATA_LEN_OFFSET, data_len);
+            write_u32(&mut block, BLOCK_NO_OFFSET, 9);
+            let crc = sealed_log.crc(&block);
+            write_u32(&mut block, CRC_OFFSET, crc);
+            let state = read_block_header(&block, sealed_log, BlockNo(9));
+            assert_eq!(matches!(state, BlockState::Valid(_)), valid, "data_len {data_len}: {state:?}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::mem::size_of;
 
-use super::{read_u32, read_u64, write_u32, write_u64, BLOCK_BYTES, CRC_OFFSET};
+use super::{read_u32, read_u64, write_u32, write_u64, Geometry, BLOCK_BYTES, CRC_OFFSET};
 
 const MAGIC: [u8; 8] = *b"redolog\0";
 
@@ -60,6 +60,17 @@ pub(crate) enum FileHeaderError {
 }
 
 impl FileHeader {
+    /// How many data bytes the log's blocks hold. Every version this build
+    /// writes or reads (1 and 2) keeps version 1's blocks; a block sealed
+    /// whole (version 3, docs/DESIGN.md §1.15.1) would hold fewer.
+    pub(crate) fn geometry(&self) -> Geometry {
+        #[cfg(test)]
+        if self.format_version == super::FORMAT_VERSION_TEST_SEALED_GEOMETRY {
+            return Geometry::Sealed;
+        }
+        Geometry::Clear
+    }
+
     pub(crate) fn encode(&self) -> [u8; BLOCK_BYTES] {
         let mut block = [0u8; BLOCK_BYTES];
         block[MAGIC_OFFSET..MAGIC_OFFSET + MAGIC.len()].copy_from_slice(&MAGIC);

@@ -11,8 +11,8 @@ mod file_header;
 mod group;
 
 pub(crate) use block::{
-    read_block_header, BlockHeader, BlockSeal, BlockState, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES,
-    CRC_OFFSET, FIRST_GROUP_OFFSET,
+    read_block_header, BlockHeader, BlockSeal, BlockState, ClearBlocks, FixedGeometry, Geometry, SealedBlocks,
+    BLOCK_BYTES, BLOCK_HEADER_BYTES, CRC_OFFSET, FIRST_GROUP_OFFSET,
 };
 pub(crate) use bytes::{read_u16, read_u32, read_u64, write_u16, write_u32, write_u64};
 pub(crate) use checkpoint::{
@@ -30,6 +30,18 @@ pub(crate) const FORMAT_VERSION: u32 = 1;
 /// The format version of an encrypted log (docs/FORMAT.md §6.1): a build
 /// that reads only version 1 refuses it instead of misreading its groups.
 pub(crate) const FORMAT_VERSION_ENCRYPTED: u32 = 2;
+/// Tests only: a log in clear whose blocks hold 460 data bytes, format
+/// version 3's geometry (docs/DESIGN.md §1.15.1), so the geometry is tested
+/// end to end before version 3 exists. No build writes it outside tests.
+#[cfg(test)]
+pub(crate) const FORMAT_VERSION_TEST_SEALED_GEOMETRY: u32 = 0x7E57_0003;
+
+#[cfg(test)]
+thread_local! {
+    /// Set by a test on its own thread: the next log it creates in clear is
+    /// written as [`FORMAT_VERSION_TEST_SEALED_GEOMETRY`].
+    pub(crate) static CREATE_WITH_SEALED_GEOMETRY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 /// Number of files a log consists of (docs/FORMAT.md §1).
 pub(crate) const FILE_COUNT: u32 = 4;

@@ -245,6 +245,16 @@ fn remove_leftovers(dir: &Path, storage: &Arc<dyn Storage>, leftovers: &[PathBuf
         .map_err(|source| Error::io("fsync directory", dir, source))
 }
 
+/// The version a new log in clear is written with: 1, or in a test that asked
+/// for it the test-only version of 460-byte blocks.
+fn clear_format_version() -> u32 {
+    #[cfg(test)]
+    if crate::format::CREATE_WITH_SEALED_GEOMETRY.get() {
+        return crate::format::FORMAT_VERSION_TEST_SEALED_GEOMETRY;
+    }
+    FORMAT_VERSION
+}
+
 fn random_log_id() -> Result<u128> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|error| Error::io("getrandom", "", io::Error::other(error.to_string())))?;
@@ -256,7 +266,7 @@ fn random_log_id() -> Result<u128> {
 fn new_log_header(config: &Config, layout: &Layout, first: BlockNo) -> Result<(FileHeader, CheckpointSlot)> {
     let encrypted = config.encryption.is_some();
     let header = FileHeader {
-        format_version: if encrypted { FORMAT_VERSION_ENCRYPTED } else { FORMAT_VERSION },
+        format_version: if encrypted { FORMAT_VERSION_ENCRYPTED } else { clear_format_version() },
         file_no: 0,
         file_count: FILE_COUNT,
         block_bytes: BLOCK_BYTES as u32,
@@ -410,7 +420,7 @@ pub(crate) fn files_of(
     Files {
         handles,
         paths,
-        seal: BlockSeal::for_log(header.log_id),
+        seal: BlockSeal::for_log(header.log_id).with_geometry(header.geometry()),
         encrypted: header.cipher != CIPHER_NONE,
         opener: None,
         layout: Layout::new(header.file_bytes),
@@ -443,6 +453,8 @@ pub(crate) fn read_header(
     })?;
     let cipher_ok = match header.format_version {
         FORMAT_VERSION => header.cipher == CIPHER_NONE,
+        #[cfg(test)]
+        crate::format::FORMAT_VERSION_TEST_SEALED_GEOMETRY => header.cipher == CIPHER_NONE,
         FORMAT_VERSION_ENCRYPTED => header.cipher == CIPHER_AES_256_GCM,
         found => {
             return Err(Error::UnsupportedVersion { path: path.clone(), found, supported: FORMAT_VERSION_ENCRYPTED })
@@ -507,8 +519,9 @@ pub(crate) fn open_existing(
     let layout = files.layout;
     let unsynced_ok = header.unsynced_bytes_max % BLOCK_BYTES as u64 == 0
         && header.unsynced_bytes_max <= layout.ring_blocks * BLOCK_BYTES as u64;
-    let oldest_ok = header.oldest_lsn == 0 || Lsn(header.oldest_lsn).is_data_position();
-    if !unsynced_ok || !oldest_ok || !Lsn(header.first_lsn).is_data_position() {
+    let geometry = header.geometry();
+    let oldest_ok = header.oldest_lsn == 0 || Lsn(header.oldest_lsn).is_data_position(geometry);
+    if !unsynced_ok || !oldest_ok || !Lsn(header.first_lsn).is_data_position(geometry) {
         let reason = format!(
             "implausible unsynced bound {}, first LSN {} or oldest LSN {}",
             header.unsynced_bytes_max, header.first_lsn, header.oldest_lsn
@@ -633,7 +646,7 @@ fn read_checkpoint(
         reason,
     };
     let slot = best.ok_or_else(|| corrupt("neither checkpoint slot is valid".into()))?;
-    if !Lsn(slot.lsn).is_data_position() || slot.lsn < header.first_lsn {
+    if !Lsn(slot.lsn).is_data_position(header.geometry()) || slot.lsn < header.first_lsn {
         return Err(corrupt(format!("checkpoint LSN {} is not a position of this log", slot.lsn)));
     }
     Ok((slot, slots))

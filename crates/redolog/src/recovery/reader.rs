@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::encryption::Opener;
 use crate::error::{Error, Result};
 use crate::format::{
-    read_block_header, BlockState, GroupHeader, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES, GROUP_HEADER_BYTES,
+    read_block_header, BlockState, GroupHeader, BLOCK_BYTES, BLOCK_HEADER_BYTES, GROUP_HEADER_BYTES,
     RECORD_HEADER_BYTES, SEAL_OVERHEAD_BYTES,
 };
 use crate::lsn::{BlockNo, Lsn};
@@ -250,7 +250,7 @@ impl GroupReader {
     /// A reader of the groups from `position`, keeping their bytes or not;
     /// groups larger than the files hold are damage.
     pub(crate) fn new(blocks: BlockReader, position: Lsn, keep_data: bool) -> Self {
-        debug_assert!(position.is_data_position());
+        debug_assert!(position.is_data_position(blocks.files.seal.geometry()));
         GroupReader {
             blocks,
             position,
@@ -376,7 +376,7 @@ impl GroupReader {
                 out.extend_from_slice(&image[offset..offset + count]);
             }
             len -= count as u64;
-            self.position = if offset + count == BLOCK_HEADER_BYTES + BLOCK_DATA_BYTES {
+            self.position = if offset + count == self.blocks.files.seal.geometry().data_end() {
                 BlockNo(block.number.0 + 1).data_start()
             } else {
                 Lsn(self.position.0 + count as u64)
@@ -407,7 +407,9 @@ impl GroupReader {
         };
         let header = GroupHeader::decode(&raw);
         let seal_bytes = if self.blocks.files.encrypted { SEAL_OVERHEAD_BYTES as u64 } else { 0 };
-        if !header.is_plausible(seal_bytes) || header.total_bytes() > self.blocks.files.layout.group_bytes_max() {
+        if !header.is_plausible(seal_bytes)
+            || header.total_bytes() > self.blocks.files.layout.group_bytes_max(self.blocks.files.seal.geometry())
+        {
             let reason = format!("group header claims {} records in {} bytes", header.record_count, header.body_bytes);
             return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::format::{
-    read_block_header, BlockHeader, BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_DATA_BYTES, BLOCK_HEADER_BYTES,
+    read_block_header, BlockHeader, BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_HEADER_BYTES,
     CHECKPOINT_CLEAN_SHUTDOWN,
 };
 use crate::lsn::{BlockNo, Lsn};
@@ -100,7 +100,7 @@ fn find_start(files: &Arc<Files>, checkpoint: Lsn) -> Result<Start> {
                 BlockState::Valid(header) if header.first_group != 0 => {
                     return Ok(Start { lsn: Lsn(block.start().0 + header.first_group as u64), torn_group_end: None });
                 }
-                BlockState::Valid(header) if header.data_len == BLOCK_DATA_BYTES => {}
+                BlockState::Valid(header) if header.data_len == files.seal.geometry().data_bytes() => {}
                 // The group holding the checkpoint ends in a partial or missing block.
                 BlockState::Valid(header) => {
                     let stream_end = Lsn(block.data_start().0 + header.data_len as u64);
