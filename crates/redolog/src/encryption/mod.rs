@@ -40,6 +40,8 @@ use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 use ring::hkdf;
 use zeroize::Zeroizing;
 
+pub(crate) mod block;
+
 use crate::error::{Error, Result};
 use crate::format::{KeyTable, GROUP_HEADER_BYTES, RECORD_HEADER_BYTES, SEAL_HEADER_BYTES, SEAL_TAG_BYTES};
 use crate::lsn::Lsn;
