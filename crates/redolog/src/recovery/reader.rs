@@ -183,7 +183,7 @@ impl Group {
 /// Why the valid stream ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StreamEnd {
-    /// A valid block with `data_len < 492`: the stream ends after its data.
+    /// A valid block with fewer data bytes than a full one: the stream ends after its data.
     PartialBlock,
     /// This block is not a valid block of the expected number.
     NotValid(BlockState),
