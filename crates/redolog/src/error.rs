@@ -265,6 +265,12 @@ pub enum Error {
 
     /// Another `Log` — in another process, or in this one — owns the directory
     /// (docs/DESIGN.md INV-19). Nothing was read or changed.
+    ///
+    /// The lock is `flock(2)` on `redo.lock`, which belongs to the open file:
+    /// a child process forked while a log was open holds a copy until it
+    /// execs. An application that spawns processes while it closes and reopens
+    /// a log can see this error naming its own `pid` for that moment; retrying
+    /// after a few milliseconds is right then, and only then.
     #[error("{dir} is in use by another log{}", pid.map_or(String::new(), |pid| format!(" (process {pid})")))]
     Locked {
         /// The log directory.
