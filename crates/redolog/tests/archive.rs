@@ -142,7 +142,7 @@ fn a_synchronous_commit_is_in_the_synced_archive() {
 #[test]
 fn damage_inside_the_archive_is_corruption_not_a_tail() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { capacity_bytes: 8 << 20, ..common::small_log() };
+    let config = Config { capacity_bytes: 8 << 20, ..common::archive_log() };
     let (log, archiver) = open_with(dir.path(), &config, true);
     let committed = commit(&log, 0, 4000);
     log.close().expect("close");
