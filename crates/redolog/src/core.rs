@@ -97,7 +97,7 @@ impl Core {
             config.ring_bytes(),
             (start.end, &start.last_block),
             config.group_bytes_max,
-            files.layout.group_bytes_max(geometry),
+            files.group_bytes_max(),
             geometry,
         )
         .sealing(sealer);

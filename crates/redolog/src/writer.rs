@@ -59,6 +59,12 @@ fn synced_back(block: BlockNo, synced: Lsn) -> u32 {
 }
 
 impl Files {
+    /// The largest group these files hold (`Layout::group_bytes_max` in
+    /// their blocks' geometry).
+    pub(crate) fn group_bytes_max(&self) -> u64 {
+        self.layout.group_bytes_max(self.seal.geometry())
+    }
+
     /// The log's directory (the files' parent).
     pub(crate) fn dir(&self) -> PathBuf {
         self.paths.first().and_then(|path| path.parent()).map(Path::to_path_buf).unwrap_or_default()

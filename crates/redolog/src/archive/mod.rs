@@ -155,8 +155,7 @@ impl Archiver {
             waiter_arrived: Condvar::new(),
             stop: AtomicBool::new(false),
         });
-        let files = log.core().files();
-        let advance_every = (files.layout.group_bytes_max(files.seal.geometry()) / 8).max(1);
+        let advance_every = (log.core().files().group_bytes_max() / 8).max(1);
         let worker = Worker {
             log: Arc::downgrade(log),
             shared: shared.clone(),

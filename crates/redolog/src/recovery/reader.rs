@@ -407,9 +407,7 @@ impl GroupReader {
         };
         let header = GroupHeader::decode(&raw);
         let seal_bytes = if self.blocks.files.encrypted { SEAL_OVERHEAD_BYTES as u64 } else { 0 };
-        if !header.is_plausible(seal_bytes)
-            || header.total_bytes() > self.blocks.files.layout.group_bytes_max(self.blocks.files.seal.geometry())
-        {
+        if !header.is_plausible(seal_bytes) || header.total_bytes() > self.blocks.files.group_bytes_max() {
             let reason = format!("group header claims {} records in {} bytes", header.record_count, header.body_bytes);
             return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
         }
