@@ -4,13 +4,11 @@
 //! appender's own ring bytes and link slot, and the link-buffer tail.
 
 use crate::buffer::RingBuffer;
-use zeroize::Zeroize;
 
-use crate::encryption::Sealer;
 use crate::error::{Error, Result};
 use crate::format::{
     encoded_group_bytes, write_group_header, ClearBlocks, FixedGeometry, Geometry, SealedBlocks, GROUP_HEADER_BYTES,
-    RECORD_HEADER_BYTES, SEAL_OVERHEAD_BYTES,
+    RECORD_HEADER_BYTES,
 };
 use crate::link_buf::LinkBuf;
 use crate::lsn::{BlockNo, Lsn, Sn};
@@ -19,33 +17,15 @@ use crate::pipeline::{PoisonOnPanic, Port, Site, Stages};
 use crate::sync::atomic::Ordering;
 use std::marker::PhantomData;
 
-/// A group's encoded bytes, which `copy_group` copies into the ring in
-/// chunks. Generic rather than an enum: each kind's copy is compiled on its
-/// own, so the clear path inlines as it did before encryption existed.
-trait GroupBytes {
-    /// Copies encoded bytes `[skip, skip + len)` of the group into the ring at
-    /// `at`, in blocks of `B`'s geometry.
-    fn copy_range<B: FixedGeometry>(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn;
-}
-
 /// A group in clear, produced piece by piece without building a buffer.
 struct ClearGroup<'a> {
     header: [u8; GROUP_HEADER_BYTES],
     records: &'a [&'a [u8]],
 }
 
-/// A sealed group (an encrypted log), built whole first.
-struct SealedGroup<'a>(&'a [u8]);
-
-impl GroupBytes for SealedGroup<'_> {
-    fn copy_range<B: FixedGeometry>(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn {
-        let mut cursor = Cursor::<B> { ring, at, position: 0, skip, end: skip + len, geometry: PhantomData };
-        cursor.emit(self.0);
-        cursor.at
-    }
-}
-
-impl GroupBytes for ClearGroup<'_> {
+impl ClearGroup<'_> {
+    /// Copies encoded bytes `[skip, skip + len)` of the group into the ring at
+    /// `at`, in blocks of `B`'s geometry.
     fn copy_range<B: FixedGeometry>(&self, ring: &RingBuffer, at: Lsn, skip: u64, len: u64) -> Lsn {
         let mut cursor = Cursor::<B> { ring, at, position: 0, skip, end: skip + len, geometry: PhantomData };
         let (header, records) = (&self.header, self.records);
@@ -117,17 +97,9 @@ pub(crate) struct Appender {
     /// The most data a group may hold: the writable ring of files less a block
     /// at each end (INV-7). Lowered by a shrinking resize (§1.18).
     capacity: crate::sync::atomic::AtomicU64,
-    /// An encrypted log's session key and epoch (docs/DESIGN.md §1.15).
-    sealer: Option<Sealer>,
     /// How many data bytes a block holds: the append path is compiled once
     /// per geometry and picks its copy here, once per group.
     geometry: Geometry,
-}
-
-thread_local! {
-    /// A sealed group is built here before it is copied into the ring: the
-    /// nonce needs its start LSN, known once reserved (INV-29).
-    static SEALED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Appender {
@@ -151,7 +123,6 @@ impl Appender {
             link: LinkBuf::new(link_capacity, end.0, end.to_sn(geometry).0),
             group_bytes_max,
             capacity: crate::sync::atomic::AtomicU64::new(capacity),
-            sealer: None,
             geometry,
         }
     }
@@ -165,12 +136,6 @@ impl Appender {
     /// The largest group the files hold now.
     pub(crate) fn capacity(&self) -> u64 {
         self.capacity.load(Ordering::Relaxed)
-    }
-
-    /// Seals every group with `sealer` (an encrypted log), or none.
-    pub(crate) fn sealing(mut self, sealer: Option<Sealer>) -> Self {
-        self.sealer = sealer;
-        self
     }
 
     /// The ring the writer reads from.
@@ -243,17 +208,11 @@ impl Appender {
     ) -> Result<(Lsn, Lsn, Moved)> {
         let bytes = self.check_group_size(records)?;
         stages.check()?;
-        let (start_sn, end) = match &self.sealer {
-            None => {
-                let start_sn = self.reserve(bytes)?;
-                let guard = PoisonOnPanic { stages, op: "append" };
-                let group = ClearGroup { header: write_group_header(records, bytes), records };
-                let end = self.copy_group::<B, _, W, P>(&group, Sn(start_sn), bytes, stages, port, metrics);
-                std::mem::forget(guard);
-                (start_sn, end)
-            }
-            Some(sealer) => self.reserve_sealed::<B, W, P>(sealer, records, bytes, (stages, port), metrics)?,
-        };
+        let start_sn = self.reserve(bytes)?;
+        let guard = PoisonOnPanic { stages, op: "append" };
+        let group = ClearGroup { header: write_group_header(records, bytes), records };
+        let end = self.copy_group::<B, W, P>(&group, Sn(start_sn), bytes, stages, port, metrics);
+        std::mem::forget(guard);
         let (end, moved) = end?;
         // One counter update per group in the common case of one record: the
         // no-wait profile showed the metrics' read-modify-writes at 10% of an append.
@@ -264,41 +223,6 @@ impl Appender {
             count => metrics.records_beyond_one.add(count as u64 - 1),
         }
         Ok((Sn(start_sn).to_lsn(B::GEOMETRY), end, moved))
-    }
-
-    /// `append_group`'s reserve and copy in an encrypted log, apart so the
-    /// clear path compiles as it did before encryption (callgrind: +68
-    /// instructions per append when both shared one function). The records
-    /// are framed before the reservation, so the window between reserving and
-    /// publishing (which later groups' `ready` waits on) holds only the cipher
-    /// and the copy. Returns the group's start and what `copy_group` returned.
-    #[inline(never)]
-    fn reserve_sealed<B: FixedGeometry, W, P: Port<Writer = W>>(
-        &self,
-        sealer: &Sealer,
-        records: &[&[u8]],
-        bytes: u64,
-        (stages, port): (&Stages<W>, &P),
-        metrics: &MetricsRecorder,
-    ) -> Result<(u64, Result<(Lsn, Moved)>)> {
-        SEALED.with(|sealed| {
-            let mut sealed = sealed.borrow_mut();
-            sealer.frame(records, &mut sealed);
-            debug_assert_eq!(sealed.len() as u64, bytes);
-            let start_sn = match self.reserve(bytes) {
-                Ok(start_sn) => start_sn,
-                Err(error) => {
-                    // The framed records are plaintext: not left in the buffer.
-                    sealed.zeroize();
-                    return Err(error);
-                }
-            };
-            let guard = PoisonOnPanic { stages, op: "append" };
-            sealer.seal(Sn(start_sn).to_lsn(B::GEOMETRY), &mut sealed);
-            let end = self.copy_group::<B, _, W, P>(&SealedGroup(&sealed), Sn(start_sn), bytes, stages, port, metrics);
-            std::mem::forget(guard);
-            Ok((start_sn, end))
-        })
     }
 
     /// INV-1: one fetch_add reserves `bytes`; returns their start. SeqCst: the
@@ -319,12 +243,10 @@ impl Appender {
 
     fn check_group_size(&self, records: &[&[u8]]) -> Result<u64> {
         let format_limit = u64::from(u32::MAX);
-        let overhead = if self.sealer.is_some() { SEAL_OVERHEAD_BYTES as u64 } else { 0 };
-        let Some(bytes) = encoded_group_bytes(records)
-            .map(|bytes| bytes + overhead)
-            .filter(|bytes| *bytes - GROUP_HEADER_BYTES as u64 <= format_limit)
+        let Some(bytes) =
+            encoded_group_bytes(records).filter(|bytes| *bytes - GROUP_HEADER_BYTES as u64 <= format_limit)
         else {
-            let bytes = records.iter().map(|record| 4 + record.len() as u64).sum::<u64>() + 8 + overhead;
+            let bytes = records.iter().map(|record| 4 + record.len() as u64).sum::<u64>() + 8;
             return Err(Error::GroupTooLarge { bytes, limit: format_limit, limit_name: "the format's 32-bit length" });
         };
         if bytes > self.group_bytes_max {
@@ -347,9 +269,9 @@ impl Appender {
     /// own link, so a group larger than the ring streams through it. Returns the
     /// group's end and, if publishing its last chunk moved `ready`, the stretch
     /// it moved by, which the caller must notify (`Stages::ready_moved`).
-    fn copy_group<B: FixedGeometry, G: GroupBytes, W, P: Port<Writer = W>>(
+    fn copy_group<B: FixedGeometry, W, P: Port<Writer = W>>(
         &self,
-        group: &G,
+        group: &ClearGroup<'_>,
         start: Sn,
         bytes: u64,
         stages: &Stages<W>,

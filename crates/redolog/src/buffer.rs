@@ -7,7 +7,8 @@
 
 use std::cell::UnsafeCell;
 
-use crate::format::{write_u16, BlockHeader, BlockSeal, Geometry, BLOCK_BYTES, FIRST_GROUP_OFFSET};
+use crate::encryption::block::{seal_block, BlockCipher};
+use crate::format::{write_u16, BlockSeal, Geometry, BLOCK_BYTES, FIRST_GROUP_OFFSET};
 use crate::lsn::{BlockNo, Lsn};
 
 /// A ring of `ring_bytes` bytes (a power of two, at least one block).
@@ -94,18 +95,24 @@ impl RingBuffer {
         }
     }
 
-    /// Seals a full block in place: header fields and CRC (docs/FORMAT.md §5).
+    /// Seals a full block in place: header fields, an encrypted log's cipher
+    /// (its data encrypted in place), CRC (docs/FORMAT.md §5, §6.1).
     ///
     /// # Safety
     /// The caller must own the block: it holds the write role and the block lies
     /// entirely below `ready` (INV-2), so no appender touches it.
     #[allow(unsafe_code)]
-    pub(crate) unsafe fn seal_full_block(&self, block: BlockNo, seal: BlockSeal, synced_back: u32) {
+    pub(crate) unsafe fn seal_full_block(
+        &self,
+        block: BlockNo,
+        (seal, cipher): (BlockSeal, Option<&BlockCipher>),
+        synced_back: u32,
+    ) {
         let index = self.block_index(block);
         // SAFETY: in bounds; exclusivity is the caller's contract above, and the
         // slice does not outlive this call.
         let image = unsafe { std::slice::from_raw_parts_mut(self.base().add(index), BLOCK_BYTES) };
-        BlockHeader::seal(image, seal, block, seal.geometry().data_bytes(), synced_back);
+        seal_block(image, (seal, cipher), block, seal.geometry().data_bytes(), synced_back);
     }
 
     /// Shared access to `count` consecutive blocks from `first`, which must not

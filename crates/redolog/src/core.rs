@@ -38,7 +38,7 @@ pub(crate) struct StartState {
     /// The consumers the last checkpoint slot records (INV-32).
     pub(crate) consumers: crate::format::ConsumerTable,
     /// An encrypted log's session: epoch and key table for the checkpoint
-    /// slots, the sealer for the appender.
+    /// slots, the block cipher for the writer.
     pub(crate) session: Option<crate::encryption::Session>,
     /// The image of the block holding `end`, to load into the ring.
     pub(crate) last_block: Vec<u8>,
@@ -88,8 +88,8 @@ impl Core {
         (log_id, unsynced_bytes_max): (u128, u64),
         start: StartState,
     ) -> Self {
-        let (sealer, session) = match start.session {
-            Some(session) => (Some(session.sealer), (session.epoch, session.keys)),
+        let (cipher, session) = match start.session {
+            Some(session) => (Some(session.cipher), (session.epoch, session.keys)),
             None => (None, (0, KeyTable::default())),
         };
         let geometry = files.seal.geometry();
@@ -99,8 +99,7 @@ impl Core {
             config.group_bytes_max,
             files.group_bytes_max(),
             geometry,
-        )
-        .sealing(sealer);
+        );
         let unsynced_blocks = unsynced_bytes_max / crate::format::BLOCK_BYTES as u64;
         let checkpoints = Checkpoints::new(
             (start.checkpoint_no, start.checkpoint_lsn, start.consumers),
@@ -111,7 +110,12 @@ impl Core {
         let closer = Closer::beside(appender.link(), config.closed_window(), start.end);
         Core {
             closer,
-            stages: Stages::new(start.end, Writer::new(), unsynced_blocks, config.pipeline == Pipeline::Dedicated),
+            stages: Stages::new(
+                start.end,
+                Writer::new(cipher),
+                unsynced_blocks,
+                config.pipeline == Pipeline::Dedicated,
+            ),
             appender,
             checkpoints,
             auto: Auto::new(),

@@ -71,14 +71,16 @@ pub enum Error {
         found: u128,
     },
 
-    /// The log was written by a format version this build cannot read.
-    #[error("{path} has format version {found}; this build reads versions 1 to {supported}")]
+    /// The log was written by a format version this build cannot read: a
+    /// later one, or version 2 (encryption per group, replaced by version 3
+    /// before any release).
+    #[error("{path} has format version {found}; this build reads version 1 and the encrypted version {supported}")]
     UnsupportedVersion {
         /// The file.
         path: PathBuf,
         /// The version in its header.
         found: u32,
-        /// The version this build reads.
+        /// The encrypted version this build reads (it reads 1 in clear).
         supported: u32,
     },
 

@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use crate::buffer::RingBuffer;
 use crate::clock::Moment;
+use crate::encryption::block::{seal_block, BlockCipher};
 use crate::error::IoFailure;
 use crate::failpoint::failpoint;
-use crate::format::{BlockHeader, BlockSeal, BLOCK_BYTES, BLOCK_HEADER_BYTES};
+use crate::format::{BlockSeal, BLOCK_BYTES, BLOCK_HEADER_BYTES};
 use crate::layout::Layout;
 use crate::lsn::{BlockNo, Lsn};
 use crate::storage::StorageFile;
@@ -24,9 +25,9 @@ pub(crate) struct Files {
     pub(crate) paths: Vec<PathBuf>,
     /// The log's block CRC seed (its id): set once the file header is read.
     pub(crate) seal: BlockSeal,
-    /// An encrypted log's groups are sealed (format version 2).
+    /// An encrypted log's blocks are sealed whole (format version 3).
     pub(crate) encrypted: bool,
-    /// What opens them, when the keys were given (docs/DESIGN.md §1.15).
+    /// What opens them, when the keys were given (docs/DESIGN.md §1.15.1).
     pub(crate) opener: Option<Arc<crate::encryption::Opener>>,
     /// Where each block lives in these files.
     pub(crate) layout: Layout,
@@ -106,16 +107,25 @@ pub(crate) struct Writer {
     /// The partial last block, sealed aside so appenders can keep filling the
     /// ring's copy (InnoDB's write-ahead buffer).
     partial: Box<[u8; BLOCK_BYTES]>,
+    /// An encrypted log's session cipher: every block is sealed with it as it
+    /// is written (docs/DESIGN.md §1.15.1).
+    cipher: Option<Arc<BlockCipher>>,
 }
 
 impl Writer {
-    pub(crate) fn new() -> Self {
-        Writer { partial: Box::new([0u8; BLOCK_BYTES]) }
+    /// The write role's state; `cipher` seals an encrypted log's blocks.
+    pub(crate) fn new(cipher: Option<Arc<BlockCipher>>) -> Self {
+        Writer { partial: Box::new([0u8; BLOCK_BYTES]), cipher }
     }
 
     /// Writes every block holding data of `[from, to)`, whole blocks from the block
     /// of `from`: full blocks sealed in place in the ring, the partial last block
     /// from the side buffer. One vectored write per file touched.
+    ///
+    /// In an encrypted log a full block is encrypted in place, once: the ring's
+    /// copy of a block below `written` is never read again. The partial block
+    /// is sealed in the side buffer each time it grows, with a larger
+    /// `data_len`, so a nonce never repeats (INV-29).
     ///
     /// Preconditions (the write role's): `to <= ready` (INV-2), `from == written`.
     pub(crate) fn write(
@@ -134,7 +144,8 @@ impl Writer {
             // no appender touches it (INV-2, INV-3).
             #[allow(unsafe_code)]
             unsafe {
-                ring.seal_full_block(BlockNo(block), files.seal, synced_back(BlockNo(block), synced));
+                let cipher = self.cipher.as_deref();
+                ring.seal_full_block(BlockNo(block), (files.seal, cipher), synced_back(BlockNo(block), synced));
             }
         }
         if partial_len > 0 {
@@ -147,7 +158,8 @@ impl Writer {
             }
             self.partial[used..].fill(0);
             let synced_back = synced_back(full_end, synced);
-            BlockHeader::seal(&mut self.partial[..], files.seal, full_end, partial_len, synced_back);
+            let seal = (files.seal, self.cipher.as_deref());
+            seal_block(&mut self.partial[..], seal, full_end, partial_len, synced_back);
         }
         let block_count = full_end.0 - first.0 + u64::from(partial_len > 0);
         let mut done = WriteDone::default();
@@ -230,7 +242,7 @@ mod tests {
         // SAFETY: the test's one thread owns the whole ring.
         #[allow(unsafe_code)]
         let end = unsafe { ring.copy_in(start, &data, files.seal.geometry()) };
-        let mut writer = Writer::new();
+        let mut writer = Writer::new(None);
         let done = writer.write(&ring, &files, (start, end), start).expect("write");
         // Block 3 is the last of file 0, block 4 the first of file 1.
         assert_eq!(done, WriteDone { calls: 2, bytes: 2 * BLOCK_BYTES as u64 });

@@ -76,7 +76,7 @@ fn an_unknown_format_version_is_refused() {
     header[508..].copy_from_slice(&crc.to_le_bytes());
     common::patch(&path, 0, &header);
     match open_error(dir.path(), config) {
-        Error::UnsupportedVersion { path: named, found: 99, supported: 2 } => assert_eq!(named, path),
+        Error::UnsupportedVersion { path: named, found: 99, supported: 3 } => assert_eq!(named, path),
         other => panic!("expected UnsupportedVersion, got {other}"),
     }
 }

@@ -20,8 +20,8 @@ fn a_checkpoint_past_the_file_limit_of_a_full_log_completes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = common::small_log();
     // The files' data per lap (common::small_log: 4 files of 32 blocks of 492
-    // data bytes).
-    let lap = 4 * 32 * 492;
+    // data bytes, 460 encrypted).
+    let lap = 4 * 32 * common::block_data_bytes(&config);
     let (log, _) = Log::open(dir.path(), config).expect("create");
     let log = Arc::new(log);
     let appender = {

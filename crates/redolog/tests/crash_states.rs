@@ -179,12 +179,12 @@ fn checkpoints_ahead_of_the_durable_log_leave_a_log_that_opens() {
     let mut block_boundaries = 0;
     for index in 0..36 {
         // Every fourth group fills its last block exactly (8 bytes of group
-        // header and 4 of record header, and an encrypted log's seal), so it
-        // ends on a block boundary.
+        // header and 4 of record header), so it ends on a block boundary.
         let records = if index % 4 == 1 {
-            let room = 508 - log.end_lsn().as_u64() % 512;
-            let overhead = common::one_record_overhead(&common::small_log());
-            let len = if room >= overhead { room - overhead } else { room + 492 - overhead };
+            let data_bytes = common::block_data_bytes(&common::small_log());
+            let room = 16 + data_bytes - log.end_lsn().as_u64() % 512;
+            let overhead = common::ONE_RECORD_OVERHEAD;
+            let len = if room >= overhead { room - overhead } else { room + data_bytes - overhead };
             vec![vec![index as u8; len as usize]]
         } else {
             group_records(index)
@@ -363,9 +363,10 @@ fn a_crash_with_the_log_full_up_to_its_checkpoint_recovers() {
 }
 
 /// The end LSN of a one-record group of `len` bytes appended at `start`
-/// (FORMAT.md §4, §6: 8-byte group header, 4-byte record length, an
-/// encrypted log's seal; 492 data bytes per 512-byte block).
+/// (FORMAT.md §4, §6: 8-byte group header, 4-byte record length; 492 data
+/// bytes per 512-byte block, 460 in an encrypted log).
 fn redolog_next_end(start: u64, len: u64) -> u64 {
-    let sn = (start / 512) * 492 + start % 512 - 16 + common::one_record_overhead(&common::small_log()) + len;
-    (sn / 492) * 512 + sn % 492 + 16
+    let data = common::block_data_bytes(&common::small_log());
+    let sn = (start / 512) * data + start % 512 - 16 + common::ONE_RECORD_OVERHEAD + len;
+    (sn / data) * 512 + sn % data + 16
 }

@@ -94,12 +94,14 @@ fn key_errors_name_the_key_id() {
         Err(Error::WrongKey { key_id: 7, .. }) => {}
         other => panic!("wrong key: {other:?}"),
     }
-    // The provider's current key is 8; the groups need 7, which it lacks.
-    let (_, recovery) = Log::open(dir.path(), encrypted(&keys(&[8]))).expect("a new current key opens");
-    match recovery.into_iter().next() {
-        Some(Err(Error::MissingKey { key_id: 7, needed })) => assert!(needed.contains("LSN"), "{needed}"),
-        other => panic!("missing key: {other:?}"),
+    // The provider's current key is 8; the blocks need 7, which it lacks:
+    // recovery opens every block from the checkpoint on, so the open says so.
+    match Log::open(dir.path(), encrypted(&keys(&[8]))) {
+        Err(Error::MissingKey { key_id: 7, needed }) => assert!(needed.contains("LSN"), "{needed}"),
+        other => panic!("missing key: {:?}", other.map(|_| ())),
     }
+    // Inspection without any key cannot find the groups' ends either.
+    assert!(matches!(inspect::inspect(dir.path()), Err(Error::KeyRequired { .. })));
     // Encryption cannot be switched on for a log created without it.
     let clear = tempfile::tempdir().expect("tempdir");
     drop(Log::open(clear.path(), plain).expect("create"));
@@ -128,10 +130,10 @@ fn a_rotated_key_seals_new_groups_and_the_old_key_still_reads_old_ones() {
     log.commit(b"still key 2", Durability::Synced).expect("commit");
 }
 
-/// Every single-byte change of an encrypted group's bytes — header, key id,
-/// epoch, ciphertext, tag — with the block's CRC recomputed (an attacker,
-/// not a torn write), is reported as corruption; no group returned differs
-/// from what was appended (INV-30).
+/// Every single-byte change of an encrypted log's blocks — block header,
+/// ciphertext, tag, key fields — with the block's CRC recomputed (an
+/// attacker, not a torn write), is reported as corruption; no group returned
+/// differs from what was appended (INV-30).
 #[test]
 fn every_changed_byte_of_an_encrypted_group_is_corruption() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -140,16 +142,17 @@ fn every_changed_byte_of_an_encrypted_group_is_corruption() {
     let (log, _) = Log::open(dir.path(), config.clone()).expect("create");
     let groups = vec![vec![b"alpha".to_vec(), b"beta".to_vec()], vec![vec![0x33; 600]], vec![b"omega".to_vec()]];
     let ends = append_all(&log, &groups);
-    let start = inspect::inspect(dir.path()).expect("inspect").first_lsn.as_u64();
+    let start = inspect::inspect_with_keys(dir.path(), &encryption).expect("inspect").first_lsn.as_u64();
     let end = ends.last().expect("groups").as_u64();
     log.close().expect("close");
-    let seed = inspect::inspect(dir.path()).expect("inspect").log_id.to_le_bytes();
+    let seed = inspect::inspect_with_keys(dir.path(), &encryption).expect("inspect").log_id.to_le_bytes();
 
     let (mut changed, mut corruption) = (0, 0);
-    for lsn in start..end {
+    // Every byte of every block the groups lie in, but the CRC itself.
+    for lsn in start / 512 * 512..end.div_ceil(512) * 512 {
         let offset_in_block = lsn % 512;
-        if !(16..508).contains(&offset_in_block) {
-            continue; // block headers and CRCs are not the group's bytes
+        if offset_in_block >= 508 {
+            continue;
         }
         let (path, block_offset) = common::place(dir.path(), &config, lsn / 512);
         let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).expect("open");
@@ -258,5 +261,77 @@ fn an_unsafe_key_file_is_refused() {
             Err(Error::UnsafeKeyFile { reason: found, .. }) => assert!(found.contains(reason), "{found}"),
             other => panic!("{}: {other:?}", path.display()),
         }
+    }
+}
+
+/// The session fields of the block `block` as it lies on disk: the key id
+/// and session a sealed block names (FORMAT.md §6.1, bytes 492..500).
+fn sealed_by(dir: &Path, config: &Config, block: u64) -> (u32, u32) {
+    let (path, offset) = common::place(dir, config, block);
+    let bytes = common::peek(&path, offset + 492, 8);
+    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    (word(0), word(4))
+}
+
+/// A torn tail's repair rewrites the block holding the log's new end under
+/// the session that repairs it, never under the crashed one: that session
+/// may have spent the block's nonce on other bytes (docs/DESIGN.md §1.15.1).
+/// The repaired log reads back what was durable and goes on.
+#[test]
+fn a_torn_tail_is_repaired_under_the_new_session() {
+    use redolog::storage::{CrashMode, CrashStorage};
+    let config = encrypted(&keys(&[1]));
+    let storage = CrashStorage::new();
+    let (log, _) = Log::open_with_storage(Path::new("/log"), config.clone(), storage.clone()).expect("create");
+    let durable = log.commit(b"durable", Durability::Synced).expect("commit");
+    let torn = log.commit(&vec![0x5A; 2000], Durability::Written).expect("commit");
+    // A crash that kept every write, synced or not; laid out in a directory.
+    let image = storage.state().crash(CrashMode::KeepAll);
+    drop(log);
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (path, bytes) in &image.files {
+        std::fs::write(dir.path().join(path.file_name().expect("a file")), bytes).expect("write a file");
+    }
+    let end_block = durable.as_u64() / 512;
+    let (key_id, crashed) = sealed_by(dir.path(), &config, end_block);
+    assert_eq!(key_id, 1);
+    // The torn group's last block never reached the disk.
+    let (path, offset) = common::place(dir.path(), &config, (torn.as_u64() - 1) / 512);
+    common::patch(&path, offset, &[0u8; 512]);
+
+    let (log, recovery) = Log::open(dir.path(), config.clone()).expect("reopen");
+    assert!(matches!(recovery.end(), redolog::LogEnd::TornTail { truncated_at, .. } if truncated_at == durable));
+    let read: Vec<Vec<Vec<u8>>> = recovery.map(|group| records(&group.expect("group"))).collect();
+    assert_eq!(read, [vec![b"durable".to_vec()]]);
+    let (_, repaired_by) = sealed_by(dir.path(), &config, end_block);
+    assert!(repaired_by > crashed, "the repair sealed under session {repaired_by}, the crashed one was {crashed}");
+    let after = log.commit(b"after the repair", Durability::Synced).expect("commit");
+    drop(log);
+    let (_, recovery) = Log::open(dir.path(), config).expect("reopen the repaired log");
+    let groups = common::collect(recovery);
+    assert_eq!(groups.len(), 2);
+    assert_eq!(groups[1].end_lsn(), after);
+}
+
+/// Format version 2 (groups sealed one by one) was replaced by version 3
+/// before any release: a log that names it is refused by its version, not
+/// misread.
+#[test]
+fn a_version_2_log_is_refused_by_its_version() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, _) = Log::open(dir.path(), encrypted(&keys(&[1]))).expect("create");
+    log.close().expect("close");
+    let path = dir.path().join("redo.0000");
+    let mut header = common::peek(&path, 0, 512);
+    assert_eq!(&header[8..12], &3u32.to_le_bytes(), "an encrypted log is written as version 3");
+    header[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let crc = crc32c::crc32c(&header[..508]);
+    header[508..].copy_from_slice(&crc.to_le_bytes());
+    common::patch(&path, 0, &header);
+    match Log::open(dir.path(), encrypted(&keys(&[1]))) {
+        Err(error @ Error::UnsupportedVersion { found: 2, .. }) => {
+            assert!(error.to_string().contains("format version 2"), "{error}")
+        }
+        other => panic!("expected UnsupportedVersion, got {:?}", other.map(|_| ())),
     }
 }

@@ -1,5 +1,5 @@
-//! Blocks sealed whole: format version 3's cipher (docs/DESIGN.md §1.15.1),
-//! apart from the writer and the readers that will call it.
+//! Blocks sealed whole: format version 3's cipher (docs/FORMAT.md §6.1,
+//! docs/DESIGN.md §1.15.1).
 //!
 //! A sealed block keeps version 1's header and CRC and gives 32 bytes of its
 //! data area to the seal:
@@ -17,16 +17,15 @@
 //! the block's absolute number and its `data_len`, `b:u64 ‖ data_len:u32`:
 //! within a session the writer seals a block again only when it has grown
 //! (INV-29 in its version 3 form).
-//!
-//! Not yet called outside its tests: the writer and the readers take it up
-//! when format version 3 is written (DESIGN.md §1.15.1).
-#![cfg_attr(not(test), allow(dead_code))]
 
 use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_256_GCM};
 use zeroize::Zeroizing;
 
-use super::{expand, Key};
-use crate::format::{read_u16, read_u32, read_u64, write_u32, write_u64, Geometry, BLOCK_HEADER_BYTES, CRC_OFFSET};
+use super::key::{expand, Key};
+use crate::format::{
+    read_u16, read_u32, read_u64, write_u32, write_u64, BlockHeader, BlockSeal, Geometry, BLOCK_HEADER_BYTES,
+    CRC_OFFSET,
+};
 use crate::geometry::DATA_LEN_OFFSET;
 use crate::lsn::BlockNo;
 
@@ -91,6 +90,11 @@ impl BlockCipher {
         BlockCipher { id, cipher: LessSafeKey::new(unbound) }
     }
 
+    /// The key fields this cipher's blocks carry.
+    pub(crate) fn id(&self) -> BlockKeyId {
+        self.id
+    }
+
     /// Seals the block `image` of absolute number `b` in place: its header
     /// (with `data_len`) is written, its data holds clear groups. Zeroes the
     /// data past `data_len`, writes the key fields, encrypts the data and
@@ -133,6 +137,24 @@ impl BlockCipher {
         }
         Ok(())
     }
+}
+
+/// Seals the image of block `number` as its log writes it: the header fields,
+/// then in an encrypted log the cipher (`cipher`), then the CRC over the
+/// result (docs/FORMAT.md §5, §6.1). `image` holds the block's data in clear;
+/// `first_group` is left as it is (INV-9).
+pub(crate) fn seal_block(
+    image: &mut [u8],
+    (seal, cipher): (BlockSeal, Option<&BlockCipher>),
+    number: BlockNo,
+    data_len: usize,
+    synced_back: u32,
+) {
+    BlockHeader::write_fields(image, seal, number, data_len, synced_back);
+    if let Some(cipher) = cipher {
+        cipher.seal(image, number);
+    }
+    seal.write_crc(image);
 }
 
 /// The block header and the key fields: what the tag binds besides the data.
@@ -179,6 +201,21 @@ mod tests {
 
     fn data(len: usize) -> Vec<u8> {
         (0..len).map(|index| (index * 7 + 1) as u8).collect()
+    }
+
+    /// A known answer computed from FORMAT.md §6.1 by another implementation
+    /// (Python's `hmac` for HKDF-SHA256 and `cryptography`'s AESGCM, i.e.
+    /// OpenSSL): the first ciphertext bytes and the tag of a sealed block.
+    #[test]
+    fn a_sealed_block_matches_the_format_byte_for_byte() {
+        let b = BlockNo(9);
+        let mut image = block(b, &data(200));
+        BlockCipher::new(&key(), LOG_ID, ID).seal(&mut image, b);
+        let hex = |bytes: &[u8]| bytes.iter().map(|byte| format!("{byte:02x}")).collect::<String>();
+        assert_eq!(hex(&image[16..32]), "c6aa888678d305e551ebb6d0719e127e");
+        assert_eq!(hex(&image[TAG_OFFSET..KEY_FIELDS_OFFSET]), "14e51fadf4335a4ae8bd6fbfeb269cfc");
+        assert_eq!(&image[KEY_FIELDS_OFFSET..KEY_FIELDS_OFFSET + 8], &[3, 0, 0, 0, 7, 0, 0, 0]);
+        assert_eq!(super::super::key::key_check(&key(), LOG_ID), 0x44b2_3422);
     }
 
     #[test]

@@ -1,18 +1,19 @@
-//! Encryption at rest: every group's records sealed with AES-256-GCM (`ring`)
-//! (docs/FORMAT.md §6.1, docs/DESIGN.md §1.15, INV-29 to INV-31).
+//! Encryption at rest: every block's data sealed with AES-256-GCM (`ring`)
+//! by the log's writer (docs/FORMAT.md §6.1, docs/DESIGN.md §1.15, INV-29 to
+//! INV-31).
 //!
 //! Off by default. A log is created encrypted when [`Config::encryption`]
 //! is set, and is then opened, inspected and dumped only with its keys. The
 //! keys come from the application through a [`KeyProvider`] (a file, an
-//! environment variable, a KMS); each group names the id of the key it was
+//! environment variable, a KMS); each block names the id of the key it was
 //! sealed with, so a key is rotated by giving the provider a new current key
 //! and keeping the old ones readable: nothing already written is rewritten.
 //!
-//! What stays in clear: the file headers, checkpoint slots and block headers
-//! (recovery finds the end of the log without a key), and each group's
-//! length, record count, key id and epoch. The records — their lengths and
-//! bytes — are encrypted and authenticated with the group's header: a changed
-//! byte anywhere in a group is [`Error::Corruption`], never other bytes.
+//! What stays in clear: the file headers, checkpoint slots, block headers and
+//! each block's key id and session. Groups — their lengths, record counts and
+//! records — are encrypted and authenticated with the block's header: a
+//! changed byte anywhere in a block is [`Error::Corruption`], never other
+//! bytes.
 //!
 //! ```
 //! use redolog::encryption::{Encryption, Key, Keys};
@@ -36,60 +37,23 @@ use std::path::Path;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
-use ring::hkdf;
 use zeroize::Zeroizing;
 
 pub(crate) mod block;
+mod key;
+
+use block::{BlockCipher, BlockKeyId};
+use key::key_check;
+pub use key::Key;
 
 use crate::error::{Error, Result};
-use crate::format::{KeyTable, GROUP_HEADER_BYTES, RECORD_HEADER_BYTES, SEAL_HEADER_BYTES, SEAL_TAG_BYTES};
-use crate::lsn::Lsn;
-
-/// A 256-bit key, wiped from memory when dropped.
-///
-/// ```
-/// use redolog::encryption::Key;
-/// let key = Key::from_hex(&"ab".repeat(32)).unwrap();
-/// assert_eq!(format!("{key:?}"), "Key(..)"); // never printed
-/// assert!(Key::from_hex("abc").is_err());
-/// ```
-#[derive(Clone)]
-pub struct Key(Zeroizing<[u8; 32]>);
-
-impl Key {
-    /// The key `bytes`.
-    pub fn from_bytes(bytes: [u8; 32]) -> Key {
-        Key(Zeroizing::new(bytes))
-    }
-
-    /// The key written as 64 hexadecimal digits.
-    pub fn from_hex(hex: &str) -> std::result::Result<Key, String> {
-        // The errors never echo the text: it may be a key.
-        let hex = hex.trim().as_bytes();
-        if hex.len() != 64 {
-            return Err(format!("a key is 64 hexadecimal digits, not {} characters", hex.len()));
-        }
-        let digit = |byte: u8| char::from(byte).to_digit(16).ok_or("a key holds a character that is not a hex digit");
-        let mut bytes = Zeroizing::new([0u8; 32]);
-        for (index, byte) in bytes.iter_mut().enumerate() {
-            *byte = (digit(hex[2 * index])? << 4 | digit(hex[2 * index + 1])?) as u8;
-        }
-        Ok(Key(bytes))
-    }
-}
-
-impl fmt::Debug for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Key(..)")
-    }
-}
+use crate::format::KeyTable;
 
 /// Where an encrypted log's keys come from: the application's key store.
 ///
 /// The log asks for the current key once per [`Log::open`](crate::Log::open)
-/// (new groups are sealed with it until the log is closed) and for any key by
-/// id when it reads a group sealed with it. Keep every key a group from the
+/// (new blocks are sealed with it until the log is closed) and for any key by
+/// id when it reads a block sealed with it. Keep every key a block from the
 /// last checkpoint on may name.
 ///
 /// ```
@@ -106,7 +70,7 @@ impl fmt::Debug for Key {
 /// assert!(FromVault.key(2).is_none());
 /// ```
 pub trait KeyProvider: Send + Sync + fmt::Debug {
-    /// The id of the key new groups are sealed with.
+    /// The id of the key new blocks are sealed with.
     fn current_key_id(&self) -> u32;
     /// The key with id `key_id`, or `None` if the provider does not have it.
     fn key(&self, key_id: u32) -> Option<Key>;
@@ -248,46 +212,6 @@ impl PartialEq for Encryption {
 
 impl Eq for Encryption {}
 
-/// An HKDF output length (ring's `hkdf::KeyType`).
-struct Bytes(usize);
-
-impl hkdf::KeyType for Bytes {
-    fn len(&self) -> usize {
-        self.0
-    }
-}
-
-/// HKDF-SHA256 (RFC 5869) of `key` with `salt`, expanded with `info`.
-#[allow(clippy::expect_used)] // HKDF-SHA256 expands up to 8160 bytes: 32 and 4 always fit
-fn expand(key: &Key, salt: &[u8], info: &[u8], out: &mut [u8]) {
-    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, salt).extract(&key.0[..]);
-    let info = [info];
-    let okm = prk.expand(&info, Bytes(out.len())).expect("32 and 4 bytes fit HKDF-SHA256");
-    okm.fill(out).expect("the output is the length asked for");
-}
-
-/// The key check of `key` in the log `log_id` (FORMAT.md §3, §6.1): tells a
-/// wrong key from damage.
-fn key_check(key: &Key, log_id: u128) -> u32 {
-    let mut check = [0u8; 4];
-    expand(key, &log_id.to_le_bytes(), b"redolog v2 key check", &mut check);
-    u32::from_le_bytes(check)
-}
-
-/// The AES-256-GCM key of the session with random `salt` of the log `log_id`
-/// under `key` (INV-29): unique to the log and to the session, so neither two
-/// logs under one key nor two copies of one log that both write ever share it.
-#[allow(clippy::expect_used)] // AES-256-GCM takes exactly the 32 bytes expanded
-fn session_cipher(key: &Key, log_id: u128, salt: u64) -> Arc<LessSafeKey> {
-    let mut hkdf_salt = [0u8; 24];
-    hkdf_salt[..16].copy_from_slice(&log_id.to_le_bytes());
-    hkdf_salt[16..].copy_from_slice(&salt.to_le_bytes());
-    let mut group_key = Zeroizing::new([0u8; 32]);
-    expand(key, &hkdf_salt, b"redolog v2 group key", &mut group_key[..]);
-    let key = UnboundKey::new(&AES_256_GCM, &group_key[..]).expect("AES-256-GCM takes a 32-byte key");
-    Arc::new(LessSafeKey::new(key))
-}
-
 /// A random session salt.
 fn random_salt() -> Result<u64> {
     let mut bytes = [0u8; 8];
@@ -296,99 +220,28 @@ fn random_salt() -> Result<u64> {
     Ok(u64::from_le_bytes(bytes))
 }
 
-/// The nonce of the group starting at `start` in session `epoch` (INV-29).
-fn nonce(epoch: u32, start: Lsn) -> [u8; 12] {
-    let mut nonce = [0u8; 12];
-    nonce[..4].copy_from_slice(&epoch.to_le_bytes());
-    nonce[4..].copy_from_slice(&start.0.to_le_bytes());
-    nonce
-}
-
-/// What a session of an encrypted log seals new groups with.
-pub(crate) struct Sealer {
-    key_id: u32,
-    epoch: u32,
-    salt: u64,
-    cipher: Arc<LessSafeKey>,
-}
-
-/// A session's keys: its sealer, its epoch and the key table its checkpoint
-/// slots record.
+/// A session's keys: the cipher its writer seals blocks with, its epoch and
+/// the key table its checkpoint slots record.
 pub(crate) struct Session {
-    pub(crate) sealer: Sealer,
+    pub(crate) cipher: Arc<BlockCipher>,
     pub(crate) epoch: u32,
     pub(crate) keys: KeyTable,
 }
 
-impl Sealer {
-    /// Frames `records` into `out` as a sealed group before its start is
-    /// known: `header, key_id, epoch, salt, records` in clear, to be sealed
-    /// in place by [`Sealer::seal`] (FORMAT.md §6.1).
-    pub(crate) fn frame(&self, records: &[&[u8]], out: &mut Vec<u8>) {
-        let plain: usize = records.iter().map(|record| RECORD_HEADER_BYTES + record.len()).sum();
-        out.clear();
-        out.reserve(GROUP_HEADER_BYTES + SEAL_HEADER_BYTES + plain + SEAL_TAG_BYTES);
-        out.extend_from_slice(&((SEAL_HEADER_BYTES + plain + SEAL_TAG_BYTES) as u32).to_le_bytes());
-        out.extend_from_slice(&(records.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.key_id.to_le_bytes());
-        out.extend_from_slice(&self.epoch.to_le_bytes());
-        out.extend_from_slice(&self.salt.to_le_bytes());
-        for record in records {
-            out.extend_from_slice(&(record.len() as u32).to_le_bytes());
-            out.extend_from_slice(record);
-        }
-        out.resize(out.len() + SEAL_TAG_BYTES, 0);
-    }
-
-    /// Seals the group [`Sealer::frame`] left in `framed`, which starts at
-    /// `start`: encrypts its records in place and writes the tag.
-    #[allow(clippy::expect_used)] // AES-GCM refuses only messages over 64 GiB; a group is below 4 GiB
-    pub(crate) fn seal(&self, start: Lsn, framed: &mut [u8]) {
-        // The associated data is the group header alone (one GHASH block):
-        // the seal header is bound without it, its key id and salt through
-        // the key and its epoch through the nonce (FORMAT.md §6.1).
-        let (clear, rest) = framed.split_at_mut(GROUP_HEADER_BYTES + SEAL_HEADER_BYTES);
-        let aad = &clear[..GROUP_HEADER_BYTES];
-        let (body, tag_out) = rest.split_at_mut(rest.len() - SEAL_TAG_BYTES);
-        let nonce = Nonce::assume_unique_for_key(nonce(self.epoch, start));
-        let tag = self
-            .cipher
-            .seal_in_place_separate_tag(nonce, Aad::from(aad), body)
-            .expect("a group is within AES-GCM's message limit");
-        tag_out.copy_from_slice(tag.as_ref());
-    }
-}
-
-/// Opens the sealed groups of one log, with any key it records.
+/// Opens the sealed blocks of one log, with any key it records.
 pub(crate) struct Opener {
     log_id: u128,
     provider: Arc<dyn KeyProvider>,
     /// The keys the log recorded, with their checks (INV-31): the slot's table
     /// and, once a session began, every entry the log ever recorded while open.
     table: RwLock<KeyTable>,
-    /// Session ciphers derived so far, by key id and session salt.
-    ciphers: RwLock<BTreeMap<(u32, u64), Arc<LessSafeKey>>>,
+    /// Block ciphers derived so far, by the key fields that select them.
+    ciphers: RwLock<BTreeMap<BlockKeyId, Arc<BlockCipher>>>,
 }
 
 impl fmt::Debug for Opener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Opener").field("keys", &*self.table.read()).finish_non_exhaustive()
-    }
-}
-
-/// The fields of a seal header (FORMAT.md §6.1).
-struct SealHeader {
-    key_id: u32,
-    epoch: u32,
-    salt: u64,
-}
-
-impl SealHeader {
-    fn decode(seal: &[u8; SEAL_HEADER_BYTES]) -> SealHeader {
-        let word = |at: usize| u32::from_le_bytes([seal[at], seal[at + 1], seal[at + 2], seal[at + 3]]);
-        let mut salt = [0u8; 8];
-        salt.copy_from_slice(&seal[8..16]);
-        SealHeader { key_id: word(0), epoch: word(4), salt: u64::from_le_bytes(salt) }
     }
 }
 
@@ -402,17 +255,18 @@ impl Opener {
         }
     }
 
-    /// The cipher of the session `seal` names. A key id the table records must
-    /// come with the recorded check (else `WrongKey`); one it does not record
-    /// (a group before the checkpoint, read by `read_from`, under a key
-    /// retired from the table) is tried as the provider gives it, and the tag
-    /// decides. `Ok(None)`: the id is neither recorded nor the provider's,
-    /// which a changed key id byte also gives: damage.
-    fn cipher(&self, seal: &SealHeader, needed: impl Fn() -> String) -> Result<Option<Arc<LessSafeKey>>> {
-        if let Some(cipher) = self.ciphers.read().get(&(seal.key_id, seal.salt)) {
+    /// The cipher of the blocks `id` names. A key id the table records must
+    /// come with the recorded check (else `WrongKey`) and from the provider
+    /// (else `MissingKey`); one it does not record (a block before the
+    /// checkpoint, read by `read_from`, under a key retired from the table)
+    /// is taken as the provider gives it, and the tag decides. `Ok(None)`:
+    /// the id is neither recorded nor the provider's, which a changed key id
+    /// byte also gives: damage.
+    pub(crate) fn cipher(&self, id: BlockKeyId, needed: impl Fn() -> String) -> Result<Option<Arc<BlockCipher>>> {
+        if let Some(cipher) = self.ciphers.read().get(&id) {
             return Ok(Some(cipher.clone()));
         }
-        let key_id = seal.key_id;
+        let key_id = id.key_id;
         let recorded = self.table.read().check_of(key_id);
         let key = match (self.provider.key(key_id), recorded) {
             (Some(key), _) => key,
@@ -422,58 +276,19 @@ impl Opener {
         if recorded.is_some_and(|check| check != key_check(&key, self.log_id)) {
             return Err(Error::WrongKey { key_id, needed: needed() });
         }
-        let cipher = session_cipher(&key, self.log_id, seal.salt);
-        self.ciphers.write().insert((key_id, seal.salt), cipher.clone());
+        let cipher = Arc::new(BlockCipher::new(&key, self.log_id, id));
+        self.ciphers.write().insert(id, cipher.clone());
         Ok(Some(cipher))
-    }
-
-    /// Opens the sealed `body` of the group at `start` with `header`: on
-    /// success `body` holds the records. `Err` for a recorded key the provider
-    /// lacks or that is not the one recorded; `Ok(Err(reason))` for damage: a
-    /// key id neither recorded nor known to the provider, or authentication
-    /// failed (INV-30).
-    pub(crate) fn open(
-        &self,
-        start: Lsn,
-        header: &[u8; GROUP_HEADER_BYTES],
-        body: &mut Vec<u8>,
-    ) -> Result<std::result::Result<(), String>> {
-        let Some((seal_bytes, rest)) = body.split_first_chunk::<SEAL_HEADER_BYTES>() else {
-            return Ok(Err(format!("an encrypted group of {} bytes is shorter than its seal", body.len())));
-        };
-        if rest.len() < SEAL_TAG_BYTES {
-            return Ok(Err(format!("an encrypted group of {} bytes is shorter than its seal", body.len())));
-        }
-        let seal = SealHeader::decode(seal_bytes);
-        let Some(cipher) = self.cipher(&seal, || format!("to read the group at LSN {start}"))? else {
-            let key_id = seal.key_id;
-            return Ok(Err(format!("the group names key id {key_id}, which neither the log nor the provider has")));
-        };
-        let tag_at = body.len() - SEAL_TAG_BYTES;
-        let nonce = Nonce::assume_unique_for_key(nonce(seal.epoch, start));
-        // Sealed records then tag, opened in place: the plaintext is the records.
-        if cipher.open_in_place(nonce, Aad::from(header), &mut body[SEAL_HEADER_BYTES..]).is_err() {
-            let key_id = seal.key_id;
-            return Ok(Err(format!("the group fails authentication under key id {key_id}")));
-        }
-        body.truncate(tag_at);
-        body.drain(..SEAL_HEADER_BYTES);
-        Ok(Ok(()))
-    }
-
-    /// The key id a sealed `body` names, if it is long enough to name one.
-    pub(crate) fn key_id_of(body: &[u8]) -> Option<u32> {
-        body.first_chunk::<4>().map(|id| u32::from_le_bytes(*id))
     }
 
     /// Starts a session that seals with the provider's current key under a
     /// fresh random salt: checks the key against the table, and records it
     /// (INV-31). `epoch` is the session's, larger than any the log recorded
-    /// (INV-29); `seen` the key ids of the groups from the checkpoint on, whose
+    /// (INV-29); `seen` the key ids of the blocks from the checkpoint on, whose
     /// entries the new slot table keeps (the table in memory keeps them all).
     pub(crate) fn begin_session(&self, epoch: u32, seen: &[u32]) -> Result<Session> {
         let key_id = self.provider.current_key_id();
-        let needed = || "to seal new groups (the provider's current key)".to_string();
+        let needed = || "to seal new blocks (the provider's current key)".to_string();
         let key = self.provider.key(key_id).ok_or_else(|| Error::MissingKey { key_id, needed: needed() })?;
         let check = key_check(&key, self.log_id);
         let old = *self.table.read();
@@ -489,7 +304,7 @@ impl Opener {
                 field: "Config::encryption",
                 value: format!("current key id {key_id}"),
                 allowed: format!(
-                    "at most {} distinct key ids in the groups after the checkpoint: checkpoint before rotating again",
+                    "at most {} distinct key ids in the blocks after the checkpoint: checkpoint before rotating again",
                     crate::format::KEYS_MAX
                 ),
             });
@@ -499,36 +314,16 @@ impl Opener {
         let mut known = old;
         known.insert(key_id, check);
         *self.table.write() = known;
-        let salt = random_salt()?;
-        let cipher = session_cipher(&key, self.log_id, salt);
-        self.ciphers.write().insert((key_id, salt), cipher.clone());
-        Ok(Session { sealer: Sealer { key_id, epoch, salt, cipher }, epoch, keys })
+        let id = BlockKeyId { key_id, session: epoch, salt: random_salt()? };
+        let cipher = Arc::new(BlockCipher::new(&key, self.log_id, id));
+        self.ciphers.write().insert(id, cipher.clone());
+        Ok(Session { cipher, epoch, keys })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A known answer computed from FORMAT.md §6.1 by another implementation
-    /// (Python's `hmac` for HKDF-SHA256 and `cryptography`'s AESGCM, i.e.
-    /// OpenSSL): the key check, and a sealed one-record group byte for byte.
-    #[test]
-    fn a_sealed_group_matches_the_format_byte_for_byte() {
-        let key = Key::from_bytes([7; 32]);
-        let log_id = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210_u128;
-        assert_eq!(key_check(&key, log_id), 0x8b91_ced9);
-        let salt = 0x1122_3344_5566_7788;
-        let sealer = Sealer { key_id: 1, epoch: 3, salt, cipher: session_cipher(&key, log_id, salt) };
-        let mut group = Vec::new();
-        sealer.frame(&[b"hello"], &mut group);
-        sealer.seal(Lsn(8208), &mut group);
-        let hex: String = group.iter().map(|byte| format!("{byte:02x}")).collect();
-        assert_eq!(
-            hex,
-            "29000000010000000100000003000000887766554433221196aed31d01d94df80f25518ae9b4d1adbe3025e91bf17c668d"
-        );
-    }
 
     /// Errors about a key file's text never echo it: it may hold a key.
     #[test]

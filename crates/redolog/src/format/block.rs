@@ -44,6 +44,11 @@ impl BlockSeal {
     pub(crate) fn crc(self, block: &[u8]) -> u32 {
         crc32c::crc32c_append(self.seed, &block[..CRC_OFFSET])
     }
+
+    /// Writes `block`'s CRC, over everything before it.
+    pub(crate) fn write_crc(self, block: &mut [u8]) {
+        write_u32(block, CRC_OFFSET, self.crc(block));
+    }
 }
 
 /// The decoded header of a block whose CRC matched.
@@ -59,16 +64,23 @@ pub(crate) struct BlockHeader {
 }
 
 impl BlockHeader {
-    /// Writes the header fields and the CRC into `block`. `first_group` is left as
-    /// it is: appenders own it (docs/DESIGN.md INV-9).
+    /// Writes the header fields and the CRC into `block` of a log in clear
+    /// (an encrypted log's blocks: `encryption::block::seal_block`).
+    /// `first_group` is left as it is: appenders own it (docs/DESIGN.md INV-9).
+    #[cfg(test)]
     pub(crate) fn seal(block: &mut [u8], seal: BlockSeal, number: BlockNo, data_len: usize, synced_back: u32) {
+        Self::write_fields(block, seal, number, data_len, synced_back);
+        seal.write_crc(block);
+    }
+
+    /// Writes the header fields into `block`, all but `first_group`.
+    pub(crate) fn write_fields(block: &mut [u8], seal: BlockSeal, number: BlockNo, data_len: usize, synced_back: u32) {
         debug_assert_eq!(block.len(), BLOCK_BYTES);
         debug_assert!(data_len <= seal.geometry.data_bytes());
         write_u32(block, BLOCK_NO_OFFSET, number.low());
         write_u16(block, DATA_LEN_OFFSET, data_len as u16);
         write_u32(block, EPOCH_OFFSET, number.epoch());
         write_u32(block, SYNCED_BACK_OFFSET, synced_back);
-        write_u32(block, CRC_OFFSET, seal.crc(block));
     }
 
     /// The absolute block number of the sync frontier this block vouches for.

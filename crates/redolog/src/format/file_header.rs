@@ -37,8 +37,8 @@ pub(crate) struct FileHeader {
     pub(crate) file_bytes: u64,
     pub(crate) first_lsn: u64,
     pub(crate) unsynced_bytes_max: u64,
-    /// The groups' cipher: [`CIPHER_NONE`] (format version 1) or
-    /// [`CIPHER_AES_256_GCM`] (format version 2, docs/FORMAT.md §6.1).
+    /// The blocks' cipher: [`CIPHER_NONE`] (format version 1) or
+    /// [`CIPHER_AES_256_GCM`] (format version 3, docs/FORMAT.md §6.1).
     pub(crate) cipher: u32,
     /// The oldest LSN the files hold: the floor when a resize created them
     /// (docs/DESIGN.md §1.18); 0 for files made with the log.
@@ -47,7 +47,7 @@ pub(crate) struct FileHeader {
 
 /// No encryption: format version 1.
 pub(crate) const CIPHER_NONE: u32 = 0;
-/// Groups sealed with AES-256-GCM: format version 2.
+/// Blocks sealed whole with AES-256-GCM: format version 3.
 pub(crate) const CIPHER_AES_256_GCM: u32 = 1;
 
 /// Why a file header could not be decoded.
@@ -60,12 +60,14 @@ pub(crate) enum FileHeaderError {
 }
 
 impl FileHeader {
-    /// How many data bytes the log's blocks hold. Every version this build
-    /// writes or reads (1 and 2) keeps version 1's blocks; a block sealed
-    /// whole (version 3, docs/DESIGN.md §1.15.1) would hold fewer.
+    /// How many data bytes the log's blocks hold: 492 in clear (version 1),
+    /// 460 in a block sealed whole (version 3, docs/FORMAT.md §6.1).
     pub(crate) fn geometry(&self) -> Geometry {
         #[cfg(test)]
         if self.format_version == super::FORMAT_VERSION_TEST_SEALED_GEOMETRY {
+            return Geometry::Sealed;
+        }
+        if self.format_version == super::FORMAT_VERSION_ENCRYPTED {
             return Geometry::Sealed;
         }
         Geometry::Clear

@@ -9,14 +9,6 @@ use super::{read_u32, write_u32};
 pub(crate) const GROUP_HEADER_BYTES: usize = 2 * size_of::<u32>();
 pub(crate) const RECORD_HEADER_BYTES: usize = size_of::<u32>();
 
-/// An encrypted group's clear fields after its header: `key_id:u32 epoch:u32
-/// salt:u64` (docs/FORMAT.md §6.1).
-pub(crate) const SEAL_HEADER_BYTES: usize = 2 * size_of::<u32>() + size_of::<u64>();
-/// The AES-256-GCM tag closing an encrypted group.
-pub(crate) const SEAL_TAG_BYTES: usize = 16;
-/// What encryption adds to a group.
-pub(crate) const SEAL_OVERHEAD_BYTES: usize = SEAL_HEADER_BYTES + SEAL_TAG_BYTES;
-
 /// A decoded group header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct GroupHeader {
@@ -30,11 +22,10 @@ impl GroupHeader {
         GroupHeader { body_bytes: u64::from(read_u32(bytes, 0)), record_count: u64::from(read_u32(bytes, 4)) }
     }
 
-    /// Whether the counts can describe a real group whose body also holds
-    /// `seal_bytes` besides its records (an encrypted log's seal, §6.1; 0 in
-    /// clear): every record needs at least its 4-byte length.
-    pub(crate) fn is_plausible(&self, seal_bytes: u64) -> bool {
-        self.body_bytes >= seal_bytes && self.record_count * RECORD_HEADER_BYTES as u64 <= self.body_bytes - seal_bytes
+    /// Whether the counts can describe a real group: every record needs at
+    /// least its 4-byte length.
+    pub(crate) fn is_plausible(&self) -> bool {
+        self.record_count * RECORD_HEADER_BYTES as u64 <= self.body_bytes
     }
 
     pub(crate) fn total_bytes(&self) -> u64 {
@@ -74,14 +65,13 @@ mod tests {
         let header = write_group_header(&[b"hello", b""], 21);
         let decoded = GroupHeader::decode(&header);
         assert_eq!(decoded, GroupHeader { body_bytes: 13, record_count: 2 });
-        assert!(decoded.is_plausible(0));
-        assert!(!decoded.is_plausible(SEAL_OVERHEAD_BYTES as u64), "13 bytes cannot hold a seal and two records");
+        assert!(decoded.is_plausible());
         assert_eq!(decoded.total_bytes(), 21);
     }
 
     #[test]
     fn implausible_counts_are_detected() {
         let header = GroupHeader { body_bytes: 7, record_count: 2 };
-        assert!(!header.is_plausible(0));
+        assert!(!header.is_plausible());
     }
 }

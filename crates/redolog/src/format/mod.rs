@@ -20,19 +20,18 @@ pub(crate) use checkpoint::{
     CONSUMERS_MAX, KEYS_MAX,
 };
 pub(crate) use file_header::{FileHeader, FileHeaderError, CIPHER_AES_256_GCM, CIPHER_NONE, FILE_HEADER_AREA_BYTES};
-pub(crate) use group::{
-    encoded_group_bytes, write_group_header, GroupHeader, GROUP_HEADER_BYTES, RECORD_HEADER_BYTES, SEAL_HEADER_BYTES,
-    SEAL_OVERHEAD_BYTES, SEAL_TAG_BYTES,
-};
+pub(crate) use group::{encoded_group_bytes, write_group_header, GroupHeader, GROUP_HEADER_BYTES, RECORD_HEADER_BYTES};
 
 /// The format version of an unencrypted log, written in every file header.
 pub(crate) const FORMAT_VERSION: u32 = 1;
-/// The format version of an encrypted log (docs/FORMAT.md §6.1): a build
-/// that reads only version 1 refuses it instead of misreading its groups.
-pub(crate) const FORMAT_VERSION_ENCRYPTED: u32 = 2;
+/// The format version of an encrypted log, its blocks sealed whole
+/// (docs/FORMAT.md §6.1): a build that reads only version 1 refuses it
+/// instead of misreading its blocks. Version 2 (groups sealed one by one)
+/// was replaced by it before any release, and is refused.
+pub(crate) const FORMAT_VERSION_ENCRYPTED: u32 = 3;
 /// Tests only: a log in clear whose blocks hold 460 data bytes, format
 /// version 3's geometry (docs/DESIGN.md §1.15.1), so the geometry is tested
-/// end to end before version 3 exists. No build writes it outside tests.
+/// end to end apart from the cipher. No build writes it outside tests.
 #[cfg(test)]
 pub(crate) const FORMAT_VERSION_TEST_SEALED_GEOMETRY: u32 = 0x7E57_0003;
 

@@ -179,8 +179,9 @@ pub fn inspect_with_storage(dir: &Path, storage: impl Storage + 'static) -> Resu
 }
 
 /// Inspects the encrypted log in `dir` with its keys, on the real file
-/// system. Without them ([`inspect`]) the files, checkpoints and the end of
-/// an encrypted log are read, and reading a group is `Error::KeyRequired`.
+/// system. Without them ([`inspect`]) an encrypted log is
+/// `Error::KeyRequired`: its groups, and so the end of the last complete
+/// one, are sealed in its blocks (docs/FORMAT.md §6.1).
 ///
 /// ```
 /// use redolog::encryption::{Encryption, Key, Keys};
@@ -190,8 +191,7 @@ pub fn inspect_with_storage(dir: &Path, storage: impl Storage + 'static) -> Resu
 /// let (log, _) = Log::open(dir.path(), Config { encryption: Some(keys.clone()), ..Config::default() }).unwrap();
 /// log.commit(b"secret", Durability::Synced).unwrap();
 /// log.close().unwrap();
-/// let mut groups = inspect::inspect(dir.path()).unwrap().groups;
-/// assert!(matches!(groups.next(), Some(Err(Error::KeyRequired { .. }))));
+/// assert!(matches!(inspect::inspect(dir.path()), Err(Error::KeyRequired { .. })));
 /// let mut groups = inspect::inspect_with_keys(dir.path(), &keys).unwrap().groups;
 /// assert_eq!(groups.next().unwrap().unwrap().records().next().unwrap(), b"secret");
 /// ```

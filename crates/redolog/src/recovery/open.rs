@@ -178,7 +178,13 @@ pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Stor
     }
     remove_leftovers(dir, storage, &leftovers)?;
     let mut opened = open_existing(dir, storage, ScanMode::Repair, config.encryption.as_ref())?;
+    // The session first, then the repair under its cipher: the block the
+    // repair rewrites is sealed by the new session, never again by the one
+    // that crashed (docs/DESIGN.md §1.15.1, INV-29).
     begin_session(&mut opened)?;
+    if let Some(plan) = &opened.scan.repair {
+        repair(&opened.files, plan, opened.session.as_ref().map(|session| &*session.cipher))?;
+    }
     Ok(opened)
 }
 
@@ -486,9 +492,10 @@ pub(crate) enum ScanMode {
     ReadOnly,
 }
 
-/// Opens an existing log. With `ScanMode::ReadOnly` nothing is written. An
-/// encrypted log's groups open with `encryption`'s keys; to repair (open for
-/// writing) it must be given exactly when the log is encrypted.
+/// Opens an existing log and scans it; writes nothing (a torn tail comes
+/// back as `scan.repair`, for the opener to apply). An encrypted log's
+/// blocks open with `encryption`'s keys; `ScanMode::Repair` (open for
+/// writing) needs them exactly when the log is encrypted.
 pub(crate) fn open_existing(
     dir: &Path,
     storage: &Arc<dyn Storage>,
@@ -533,11 +540,8 @@ pub(crate) fn open_existing(
         files.opener = encryption.map(|keys| Arc::new(Opener::new(keys, header.log_id, checkpoint.keys)));
     }
     let files = Arc::new(files);
+    // The scan reports; `open_or_create` repairs once its session began (INV-14).
     let scan = scan(&files, &checkpoint, header.unsynced_bytes_max / BLOCK_BYTES as u64)?;
-    // The scan reported; the opener decides whether to repair (INV-14).
-    if let (ScanMode::Repair, Some(plan)) = (mode, &scan.repair) {
-        repair(&files, plan)?;
-    }
     Ok(Opened { files, checkpoint, scan, header, slots, session: None })
 }
 

@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use crate::encryption::Opener;
+use crate::encryption::block::{BlockCipher, BlockKeyId, TAG_OFFSET};
 use crate::error::{Error, Result};
 use crate::format::{
     read_block_header, BlockState, GroupHeader, BLOCK_BYTES, BLOCK_HEADER_BYTES, GROUP_HEADER_BYTES,
-    RECORD_HEADER_BYTES, SEAL_OVERHEAD_BYTES,
+    RECORD_HEADER_BYTES,
 };
 use crate::lsn::{BlockNo, Lsn};
 use crate::writer::Files;
@@ -28,11 +28,31 @@ pub(crate) struct BlockReader {
     /// limit): a live reader at the log's frontier reads the block or two
     /// it needs, not 128 KiB of which all but those are read again later.
     read_ahead_to: Option<BlockNo>,
+    /// An encrypted log's last block opened (`opened`), in clear: its header
+    /// and data; the seal's bytes zero.
+    plain: Box<[u8; BLOCK_BYTES]>,
+    plain_of: Option<BlockNo>,
+    /// The cipher of the last block opened: the next block is almost always
+    /// of the same session.
+    cipher: Option<Arc<BlockCipher>>,
+    /// The key ids of the blocks opened so far (INV-31: the scan's, from the
+    /// checkpoint on, are the ones the next session's key table keeps).
+    pub(crate) key_ids: Vec<u32>,
 }
 
 impl BlockReader {
     pub(crate) fn new(files: Arc<Files>) -> Self {
-        BlockReader { files, buffer: Vec::new(), first: 0, count: 0, read_ahead_to: None }
+        BlockReader {
+            files,
+            buffer: Vec::new(),
+            first: 0,
+            count: 0,
+            read_ahead_to: None,
+            plain: Box::new([0u8; BLOCK_BYTES]),
+            plain_of: None,
+            cipher: None,
+            key_ids: Vec::new(),
+        }
     }
 
     /// Reads from `files` from now on (a resize switched the log's files,
@@ -40,6 +60,61 @@ impl BlockReader {
     pub(crate) fn switch_files(&mut self, files: Arc<Files>) {
         self.files = files;
         self.count = 0;
+        self.plain_of = None;
+    }
+
+    /// The valid block `block` (its header checked by `state`) in clear: in a
+    /// log in clear, the block as read; in an encrypted log, its header and
+    /// data once its tag verified (INV-30). `Ok(Err(reason))`: the tag did
+    /// not verify, and nothing of the block is returned. An encrypted log
+    /// read without its keys is `KeyRequired`; a key the provider lacks or
+    /// that is not the one recorded, `MissingKey` or `WrongKey`.
+    pub(crate) fn opened(&mut self, block: BlockNo) -> Result<std::result::Result<&[u8], String>> {
+        if !self.files.encrypted {
+            return self.read(block).map(Ok);
+        }
+        if self.plain_of != Some(block) {
+            if let Err(reason) = self.open(block)? {
+                return Ok(Err(reason));
+            }
+        }
+        Ok(Ok(&self.plain[..]))
+    }
+
+    /// Opens `block` of an encrypted log into `plain`.
+    fn open(&mut self, block: BlockNo) -> Result<std::result::Result<(), String>> {
+        self.plain_of = None;
+        let Some(opener) = self.files.opener.clone() else {
+            return Err(Error::KeyRequired { path: self.files.dir() });
+        };
+        let id = BlockKeyId::of(self.read(block)?);
+        let cipher = match &self.cipher {
+            Some(cipher) if cipher.id() == id => cipher.clone(),
+            _ => {
+                let needed = || format!("to read block {} at LSN {}", block.0, block.data_start());
+                let Some(cipher) = opener.cipher(id, needed)? else {
+                    let key_id = id.key_id;
+                    return Ok(Err(format!(
+                        "the block names key id {key_id}, which neither the log nor the provider has"
+                    )));
+                };
+                self.cipher = Some(cipher.clone());
+                cipher
+            }
+        };
+        let index = ((block.0 - self.first) as usize) * BLOCK_BYTES;
+        let image = &self.buffer[index..index + BLOCK_BYTES];
+        self.plain[TAG_OFFSET..].fill(0);
+        if cipher.open(image, block, &mut self.plain[BLOCK_HEADER_BYTES..TAG_OFFSET]).is_err() {
+            let key_id = id.key_id;
+            return Ok(Err(format!("the block fails authentication under key id {key_id} (session {})", id.session)));
+        }
+        self.plain[..BLOCK_HEADER_BYTES].copy_from_slice(&image[..BLOCK_HEADER_BYTES]);
+        if !self.key_ids.contains(&id.key_id) {
+            self.key_ids.push(id.key_id);
+        }
+        self.plain_of = Some(block);
+        Ok(Ok(()))
     }
 
     /// The bytes of `block`. An I/O error fails recovery: a block we cannot read
@@ -72,6 +147,9 @@ impl BlockReader {
         if self.first + self.count > block.0 {
             self.count = block.0.saturating_sub(self.first);
         }
+        if self.plain_of.is_some_and(|opened| opened >= block) {
+            self.plain_of = None;
+        }
     }
 
     /// Reads ahead no further than `last` (`None`: 128 KiB at a time).
@@ -83,6 +161,19 @@ impl BlockReader {
     pub(crate) fn state(&mut self, block: BlockNo) -> Result<BlockState> {
         let seal = self.files.seal;
         Ok(read_block_header(self.read(block)?, seal, block))
+    }
+
+    /// `state`, with an encrypted log's valid block opened: its header is
+    /// trusted only once its tag verified (INV-30), and a tag that fails on a
+    /// block whose CRC matched is corruption.
+    pub(crate) fn checked_state(&mut self, block: BlockNo) -> Result<BlockState> {
+        let state = self.state(block)?;
+        if let BlockState::Valid(_) = state {
+            if let Err(reason) = self.opened(block)? {
+                return Err(self.corruption(block.data_start(), reason));
+            }
+        }
+        Ok(state)
     }
 
     /// Where block `block` lives, for error messages.
@@ -235,9 +326,6 @@ pub(crate) struct GroupReader {
     pub(crate) max_synced_block: BlockNo,
     /// The last block seen valid.
     pub(crate) last_valid_block: Option<BlockNo>,
-    /// An encrypted log's key ids the complete groups read so far name
-    /// (INV-31: the next session's key table keeps exactly these).
-    pub(crate) key_ids: Vec<u32>,
 }
 
 /// An internal outcome of reading bytes.
@@ -260,7 +348,6 @@ impl GroupReader {
             scratch: Vec::with_capacity(GROUP_HEADER_BYTES),
             max_synced_block: BlockNo(0),
             last_valid_block: None,
-            key_ids: Vec::new(),
         }
     }
 
@@ -316,6 +403,12 @@ impl GroupReader {
         }
         match self.blocks.state(number)? {
             BlockState::Valid(header) => {
+                // An encrypted log's block is opened as it is entered: its
+                // bytes are read only once authenticated, and the scan, which
+                // keeps no data, checks every tag too (INV-30).
+                if let Err(reason) = self.blocks.opened(number)? {
+                    return Ok(Some(Stop::Damaged(self.blocks.damage(number.data_start(), reason))));
+                }
                 self.max_synced_block = self.max_synced_block.max(header.synced_block());
                 self.last_valid_block = Some(number);
                 self.current = Some(CurrentBlock {
@@ -372,7 +465,14 @@ impl GroupReader {
             }
             let count = ((data_end - offset) as u64).min(len) as usize;
             if let Some(out) = out.as_deref_mut() {
-                let image = self.blocks.read(block.number)?;
+                let number = block.number;
+                let image = match self.blocks.opened(number)? {
+                    Ok(image) => image,
+                    // Opened when entered; a reader that forgot it opens it again.
+                    Err(reason) => {
+                        return Ok(Read::Stopped(Stop::Damaged(self.blocks.damage(number.data_start(), reason))))
+                    }
+                };
                 out.extend_from_slice(&image[offset..offset + count]);
             }
             len -= count as u64;
@@ -406,12 +506,11 @@ impl GroupReader {
             Err(stop) => return Ok(Self::stopped(group_start, self.position, stop)),
         };
         let header = GroupHeader::decode(&raw);
-        let seal_bytes = if self.blocks.files.encrypted { SEAL_OVERHEAD_BYTES as u64 } else { 0 };
-        if !header.is_plausible(seal_bytes) || header.total_bytes() > self.blocks.files.group_bytes_max() {
+        if !header.is_plausible() || header.total_bytes() > self.blocks.files.group_bytes_max() {
             let reason = format!("group header claims {} records in {} bytes", header.record_count, header.body_bytes);
             return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
         }
-        self.read_records(group_start, header, &raw)
+        self.read_records(group_start, header)
     }
 
     /// The step that reports a stop at `at` inside the group from `group_start`.
@@ -426,9 +525,8 @@ impl GroupReader {
         self.limit.is_some_and(|limit| self.position >= limit).then_some(StreamEnd::Limit)
     }
 
-    /// Reads the group's body in one go, then finds its records in memory
-    /// (in an encrypted log, once its seal is opened).
-    fn read_records(&mut self, group_start: Lsn, header: GroupHeader, raw: &[u8; GROUP_HEADER_BYTES]) -> Result<Step> {
+    /// Reads the group's body in one go, then finds its records in memory.
+    fn read_records(&mut self, group_start: Lsn, header: GroupHeader) -> Result<Step> {
         // The body is bounded by `Layout::group_bytes_max` (checked by the caller).
         let mut body = if self.keep_data {
             Vec::with_capacity(header.body_bytes as usize)
@@ -440,7 +538,6 @@ impl GroupReader {
         let read = self.read_bytes(header.body_bytes, Some(&mut body))?;
         let step = match read {
             Read::Stopped(stop) => Self::stopped(group_start, self.position, stop),
-            Read::Done if self.blocks.files.encrypted => self.open_sealed(group_start, header, raw, &mut body)?,
             Read::Done => match parse_records(&body, header.record_count) {
                 Ok(count) => {
                     let (data, count) =
@@ -454,39 +551,6 @@ impl GroupReader {
             self.scratch = body;
         }
         Ok(step)
-    }
-}
-
-impl GroupReader {
-    /// The step for the sealed group at `group_start` whose whole `body` was
-    /// read (its size already checked to hold a seal, `next_step`): its
-    /// records once opened (INV-30), or, when the reader keeps no data (the
-    /// scan), the group as it is.
-    fn open_sealed(
-        &mut self,
-        group_start: Lsn,
-        header: GroupHeader,
-        raw: &[u8; GROUP_HEADER_BYTES],
-        body: &mut Vec<u8>,
-    ) -> Result<Step> {
-        if !self.keep_data {
-            if let Some(key_id) = Opener::key_id_of(body).filter(|key_id| !self.key_ids.contains(key_id)) {
-                self.key_ids.push(key_id);
-            }
-            return Ok(Step::Group(Group { start: group_start, end: self.position, data: Vec::new(), count: 0 }));
-        }
-        let Some(opener) = self.blocks.files.opener.clone() else {
-            return Err(Error::KeyRequired { path: self.blocks.files.dir() });
-        };
-        if let Err(reason) = opener.open(group_start, raw, body)? {
-            return Ok(Step::Damaged(self.blocks.damage(group_start, reason)));
-        }
-        Ok(match parse_records(body, header.record_count) {
-            Ok(count) => {
-                Step::Group(Group { start: group_start, end: self.position, data: std::mem::take(body), count })
-            }
-            Err(reason) => Step::Damaged(self.blocks.damage(group_start, reason)),
-        })
     }
 }
 

@@ -3,12 +3,10 @@
 
 use std::sync::Arc;
 
+use crate::encryption::block::{seal_block, BlockCipher};
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
-use crate::format::{
-    read_block_header, BlockHeader, BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_HEADER_BYTES,
-    CHECKPOINT_CLEAN_SHUTDOWN,
-};
+use crate::format::{BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_HEADER_BYTES, CHECKPOINT_CLEAN_SHUTDOWN};
 use crate::lsn::{BlockNo, Lsn};
 use crate::recovery::reader::{BlockReader, GroupReader, Step, StreamEnd};
 use crate::writer::{last_data_block, Files};
@@ -56,7 +54,8 @@ pub(crate) struct ScanResult {
     /// What erasing the torn tail writes, if the log ends in one: applied by
     /// `repair`, a separate step the opener takes (inspection does not).
     pub(crate) repair: Option<Repair>,
-    /// An encrypted log's key ids named by the groups from the start on.
+    /// An encrypted log's key ids named by the blocks from the checkpoint's
+    /// to the end.
     pub(crate) key_ids: Vec<u32>,
 }
 
@@ -66,18 +65,28 @@ struct Start {
     /// The group holding the checkpoint never completed: the log continues at the
     /// checkpoint itself, and the stream of that group ends here.
     torn_group_end: Option<Lsn>,
+    /// An encrypted log's key ids of the blocks read to find the start.
+    key_ids: Vec<u32>,
 }
 
-/// Finds the first group start at or after the checkpoint LSN (FORMAT.md §7 step 2).
+/// Finds the first group start at or after the checkpoint LSN (FORMAT.md §7
+/// step 2), with the key ids of the blocks it read.
 fn find_start(files: &Arc<Files>, checkpoint: Lsn) -> Result<Start> {
-    let at_checkpoint = Start { lsn: checkpoint, torn_group_end: None };
     let mut blocks = BlockReader::new(files.clone());
+    let (lsn, torn_group_end) = find_start_in(files, &mut blocks, checkpoint)?;
+    Ok(Start { lsn, torn_group_end, key_ids: blocks.key_ids })
+}
+
+/// `find_start`, reading with `blocks`: the start, and where the stream of
+/// a group holding the checkpoint that never completed ends.
+fn find_start_in(files: &Arc<Files>, blocks: &mut BlockReader, checkpoint: Lsn) -> Result<(Lsn, Option<Lsn>)> {
+    let at_checkpoint = (checkpoint, None);
     // Nothing durable at the checkpoint: the log continues there. If data after it
     // had been synced, the durable-frontier check reports the damage. But a
     // checkpoint inside a block means that block held synced data: no crash can
     // leave it invalid, so it is damage (found by the mutated_log fuzzer, which
     // reached the `unreachable!` in `erase_tail` this way).
-    let state = blocks.state(checkpoint.block())?;
+    let state = blocks.checked_state(checkpoint.block())?;
     let BlockState::Valid(header) = state else {
         if checkpoint.offset_in_block() > BLOCK_HEADER_BYTES {
             let reason = format!("{} block holds the checkpoint", describe(state));
@@ -87,7 +96,7 @@ fn find_start(files: &Arc<Files>, checkpoint: Lsn) -> Result<Start> {
     };
     let offset = checkpoint.offset_in_block();
     if header.first_group > offset {
-        return Ok(Start { lsn: Lsn(checkpoint.block().start().0 + header.first_group as u64), torn_group_end: None });
+        return Ok((Lsn(checkpoint.block().start().0 + header.first_group as u64), None));
     }
     // Walk the groups from the block's first one (or, if none starts in it, from
     // the first later block where one starts) up to the checkpoint.
@@ -96,31 +105,35 @@ fn find_start(files: &Arc<Files>, checkpoint: Lsn) -> Result<Start> {
         let mut block = checkpoint.block();
         loop {
             block = BlockNo(block.0 + 1);
-            match blocks.state(block)? {
+            match blocks.checked_state(block)? {
                 BlockState::Valid(header) if header.first_group != 0 => {
-                    return Ok(Start { lsn: Lsn(block.start().0 + header.first_group as u64), torn_group_end: None });
+                    return Ok((Lsn(block.start().0 + header.first_group as u64), None));
                 }
                 BlockState::Valid(header) if header.data_len == files.seal.geometry().data_bytes() => {}
                 // The group holding the checkpoint ends in a partial or missing block.
                 BlockState::Valid(header) => {
                     let stream_end = Lsn(block.data_start().0 + header.data_len as u64);
-                    return Ok(Start { lsn: checkpoint, torn_group_end: Some(stream_end) });
+                    return Ok((checkpoint, Some(stream_end)));
                 }
-                _ => return Ok(Start { lsn: checkpoint, torn_group_end: Some(block.data_start()) }),
+                _ => return Ok((checkpoint, Some(block.data_start()))),
             }
         }
     }
     let mut groups = GroupReader::new(BlockReader::new(files.clone()), first, false);
-    while groups.position() < checkpoint {
+    let found = loop {
+        if groups.position() >= checkpoint {
+            break (first, None);
+        }
         match groups.next_step()? {
             Step::Group(group) => first = group.end_lsn(),
-            Step::End { at, .. } => return Ok(Start { lsn: checkpoint, torn_group_end: Some(at.max(checkpoint)) }),
+            Step::End { at, .. } => break (checkpoint, Some(at.max(checkpoint))),
             // Before the checkpoint the blocks were synced (INV-13): damage
             // there is corruption.
             Step::Damaged(damage) => return Err(damage.into_corruption()),
         }
-    }
-    Ok(Start { lsn: first, torn_group_end: None })
+    };
+    blocks.key_ids.extend(groups.blocks.key_ids);
+    Ok(found)
 }
 
 /// Scans from the checkpoint to the end and decides how the log ended. Reads
@@ -145,8 +158,11 @@ pub(crate) fn scan(files: &Arc<Files>, checkpoint: &CheckpointSlot, unsynced_blo
     // Past the stream: valid blocks of this lap, up to the unsynced bound beyond
     // the last one found and never into the checkpoint's part of the ring.
     let ring_limit = checkpoint_lsn.block().0 + files.layout.ring_blocks;
-    let key_ids = std::mem::take(&mut groups.key_ids);
     let mut blocks = groups.blocks;
+    let mut key_ids = std::mem::take(&mut blocks.key_ids);
+    key_ids.extend(&start.key_ids);
+    key_ids.sort_unstable();
+    key_ids.dedup();
     let mut max_synced_block = groups.max_synced_block;
     // The last block holding stream data: a stream that ends after a block's
     // last data byte ends at offset 16 of the next block, which holds nothing
@@ -157,7 +173,9 @@ pub(crate) fn scan(files: &Arc<Files>, checkpoint: &CheckpointSlot, unsynced_blo
     let mut probe = stream_end.block().0 + u64::from(why == StreamEnd::PartialBlock);
     let mut horizon = probe + unsynced_blocks + 1;
     while probe < horizon.min(ring_limit) {
-        if let BlockState::Valid(header) = blocks.state(BlockNo(probe))? {
+        // An encrypted block's `synced_back` is trusted once its tag
+        // verified: a forged one must not move the durable frontier.
+        if let BlockState::Valid(header) = blocks.checked_state(BlockNo(probe))? {
             max_synced_block = max_synced_block.max(header.synced_block());
             last_current = Some(BlockNo(probe));
             horizon = probe + unsynced_blocks + 1;
@@ -185,7 +203,7 @@ pub(crate) fn scan(files: &Arc<Files>, checkpoint: &CheckpointSlot, unsynced_blo
     let needs_erase = stream_end > end || last_current.is_some_and(|block| block > end.block());
     let (log_end, last_block, repair) = if needs_erase {
         let erase = Erase { end, last_current, restart_group: start.torn_group_end.is_some() };
-        let (repair, last_block) = plan_erase(files, &mut blocks, &erase)?;
+        let (repair, last_block) = plan_erase(&mut blocks, &erase)?;
         (LogEnd::TornTail { truncated_at: end, blocks_erased: repair.blocks() }, last_block, Some(repair))
     } else {
         let log_end = if clean_shutdown { LogEnd::CleanShutdown } else { LogEnd::Clean };
@@ -217,12 +235,23 @@ struct Erase {
 /// Idempotent: a crash in the middle leaves a state from which recovery finds
 /// the same end and plans the same erase.
 pub(crate) struct Repair {
-    /// The block holding `end`, rewritten without the bytes past it.
-    rewrite: Option<(BlockNo, Vec<u8>)>,
+    /// The block holding `end`, to rewrite without the bytes past it.
+    rewrite: Option<Rewrite>,
     /// Blocks `[first, last)` to zero.
     zero: (u64, u64),
     /// The first block of the erase (for the files to sync).
     first: BlockNo,
+}
+
+/// The block holding the end of a torn log, in clear (an encrypted log's
+/// opened): sealed only when the repair is applied, under the cipher of the
+/// session that applies it (INV-29: never under the crashed session's key,
+/// whose nonce for this block and length may already be spent).
+struct Rewrite {
+    block: BlockNo,
+    image: Vec<u8>,
+    data_len: usize,
+    synced_back: u32,
 }
 
 impl Repair {
@@ -234,27 +263,29 @@ impl Repair {
 
 /// Plans the erase of the torn tail past `erase.end`: returns the `Repair` and
 /// the block the log continues in. Reads only.
-fn plan_erase(files: &Files, blocks: &mut BlockReader, erase: &Erase) -> Result<(Repair, Vec<u8>)> {
+fn plan_erase(blocks: &mut BlockReader, erase: &Erase) -> Result<(Repair, Vec<u8>)> {
     let end = erase.end;
     let mut last_block = continuation_block(blocks, end)?;
     let mut rewrite = None;
     let first_zeroed = if end.offset_in_block() > BLOCK_HEADER_BYTES {
-        let mut image = blocks.read(end.block())?.to_vec();
         // Valid: the groups before `end` were read from it, or `end` is the
         // checkpoint, whose block `find_start` checked. Bad input must still
         // never panic.
-        let state = read_block_header(&image, files.seal, end.block());
+        let state = blocks.state(end.block())?;
         let BlockState::Valid(header) = state else {
             return Err(blocks.corruption(end, format!("{} block holds the end of the log", describe(state))));
+        };
+        let mut image = match blocks.opened(end.block())? {
+            Ok(image) => image.to_vec(),
+            Err(reason) => return Err(blocks.corruption(end, reason)),
         };
         let data_len = end.offset_in_block() - BLOCK_HEADER_BYTES;
         image[BLOCK_HEADER_BYTES + data_len..].fill(0);
         if erase.restart_group {
             crate::buffer::set_first_group_in(&mut image, end.offset_in_block() as u16);
         }
-        BlockHeader::seal(&mut image, files.seal, end.block(), data_len, header.synced_back);
         last_block[..end.offset_in_block()].copy_from_slice(&image[..end.offset_in_block()]);
-        rewrite = Some((end.block(), image));
+        rewrite = Some(Rewrite { block: end.block(), image, data_len, synced_back: header.synced_back });
         end.block().0 + 1
     } else {
         end.block().0
@@ -263,12 +294,16 @@ fn plan_erase(files: &Files, blocks: &mut BlockReader, erase: &Erase) -> Result<
     Ok((Repair { rewrite, zero: (first_zeroed, last), first: end.block() }, last_block))
 }
 
-/// Applies `repair`: writes the rewritten block and the zeros, then syncs every
+/// Applies `repair`: writes the rewritten block (sealed with `cipher`, the
+/// opening session's, in an encrypted log) and the zeros, then syncs every
 /// file they touched — the erase must be durable before any new append reuses
 /// these blocks, else a crash could resurrect the stale bytes behind new ones.
-pub(crate) fn repair(files: &Files, repair: &Repair) -> Result<()> {
-    if let Some((block, image)) = &repair.rewrite {
-        write_blocks(files, *block, image)?;
+pub(crate) fn repair(files: &Files, repair: &Repair, cipher: Option<&BlockCipher>) -> Result<()> {
+    debug_assert_eq!(files.encrypted, cipher.is_some(), "an encrypted log is repaired under its new session");
+    if let Some(rewrite) = &repair.rewrite {
+        let mut image = rewrite.image.clone();
+        seal_block(&mut image, (files.seal, cipher), rewrite.block, rewrite.data_len, rewrite.synced_back);
+        write_blocks(files, rewrite.block, &image)?;
     }
     let (mut block, last) = repair.zero;
     let zeros = vec![0u8; BLOCK_BYTES * 256];
@@ -300,15 +335,20 @@ fn write_blocks(files: &Files, first: BlockNo, images: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The block the log continues in at `end`: its valid prefix, with `first_group`
-/// pointing at `end` if no earlier group starts in it (INV-9 for the first new
-/// group); an empty block if nothing valid precedes `end` in it.
+/// The block the log continues in at `end`: its valid prefix (in clear: the
+/// ring holds an encrypted log's blocks in clear until the writer seals
+/// them), with `first_group` pointing at `end` if no earlier group starts in
+/// it (INV-9 for the first new group); an empty block if nothing valid
+/// precedes `end` in it.
 fn continuation_block(blocks: &mut BlockReader, end: Lsn) -> Result<Vec<u8>> {
     let mut image = vec![0u8; BLOCK_BYTES];
     let used = end.offset_in_block();
     let first_group = match blocks.state(end.block())? {
         BlockState::Valid(header) if used > BLOCK_HEADER_BYTES => {
-            image[..used].copy_from_slice(&blocks.read(end.block())?[..used]);
+            match blocks.opened(end.block())? {
+                Ok(opened) => image[..used].copy_from_slice(&opened[..used]),
+                Err(reason) => return Err(blocks.corruption(end, reason)),
+            }
             header.first_group
         }
         _ => 0,

@@ -50,10 +50,18 @@ pub fn small_encrypted_log() -> Config {
     Config { encryption: Some(test_keys()), ..small_log() }
 }
 
-/// Bytes a one-record group adds to its record under `config`: the group
-/// and record headers (FORMAT.md §6), plus an encrypted log's seal (§6.1).
-pub fn one_record_overhead(config: &Config) -> u64 {
-    8 + 4 + if config.encryption.is_some() { 16 + 16 } else { 0 }
+/// Bytes a one-record group adds to its record: the group and record
+/// headers (FORMAT.md §6), in clear or encrypted alike (§6.1 seals blocks).
+pub const ONE_RECORD_OVERHEAD: u64 = 8 + 4;
+
+/// Data bytes a block of a log made with `config` holds (FORMAT.md §5): 492,
+/// or 460 in an encrypted log, whose blocks give 32 bytes to the seal.
+pub fn block_data_bytes(config: &Config) -> u64 {
+    if config.encryption.is_some() {
+        460
+    } else {
+        492
+    }
 }
 
 /// One provider for every encrypted test log of a process (key id 1).
