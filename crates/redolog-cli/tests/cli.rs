@@ -301,7 +301,7 @@ fn dump_and_verify_read_an_encrypted_log_with_its_key_file() {
     let output = redolog(&["dump", path, "--records", "--key-file", key_file]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let stdout = text(&output.stdout);
-    assert!(stdout.contains("format 2"), "{stdout}");
+    assert!(stdout.contains("format 3"), "{stdout}");
     assert!(stdout.contains("|the secret paylo|"), "{stdout}");
     let output = redolog(&["verify", path, "--key-file", key_file]);
     assert!(output.status.success(), "{}", text(&output.stderr));

@@ -142,7 +142,7 @@ pub const SYSTEMS: &[SystemRow] = &[
         name: "encrypted",
         aliases: &[],
         role: Role::Redolog,
-        about: "redolog with Config::encryption: every group sealed with AES-256-GCM (Pipeline::Auto)",
+        about: "redolog with Config::encryption: every block sealed with AES-256-GCM by the writer (Pipeline::Auto)",
         one_thread_only: false,
         open: |dir| Ok(Arc::new(RedologSystem::open_with(dir, encrypted_config())?)),
     },
