@@ -115,7 +115,7 @@ pub struct Config {
     /// start further (docs/DESIGN.md §1.13).
     pub closed_window_bytes: u64,
     /// Encrypt the log at rest (default: no): a new log is created with its
-    /// groups sealed by AES-256-GCM under the provider's keys, and an
+    /// blocks sealed by AES-256-GCM under the provider's keys, and an
     /// encrypted log opens only with them (`Error::KeyRequired`); giving it
     /// for a log created without it is `Error::NotEncrypted`. See
     /// [`crate::encryption`].
