@@ -289,7 +289,10 @@ impl<'a> LogReader<'a> {
     fn check_boundary(&mut self) -> Result<bool> {
         let from = self.position;
         let mut blocks = BlockReader::new(self.core.files());
-        let BlockState::Valid(header) = blocks.state(from.block())? else {
+        // An encrypted block's `first_group` is trusted once its tag verified.
+        let state = blocks.state(from.block())?;
+        let authentic = matches!(state, BlockState::Valid(_)) && blocks.opened(from.block())?.is_ok();
+        let (BlockState::Valid(header), true) = (state, authentic) else {
             let oldest = self.core.oldest_readable_block();
             // Reused, or damaged, or (at the frontier) read again.
             self.unreadable(from, oldest)?;
@@ -356,7 +359,7 @@ fn boundary_in(core: &Core, from: Lsn, synced: Lsn) -> Result<Option<Lsn>> {
     // Up to the sync frontier's block; what lies past `synced` is not final
     // (INV-24): a boundary found there is looked for again later.
     while block <= synced.block() {
-        let BlockState::Valid(header) = blocks.state(block)? else {
+        let BlockState::Valid(header) = blocks.checked_state(block)? else {
             if block == synced.block() {
                 // The frontier's block, not written yet.
                 return Ok(None);

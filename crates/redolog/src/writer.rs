@@ -108,14 +108,21 @@ pub(crate) struct Writer {
     /// ring's copy (InnoDB's write-ahead buffer).
     partial: Box<[u8; BLOCK_BYTES]>,
     /// An encrypted log's session cipher: every block is sealed with it as it
-    /// is written (docs/DESIGN.md §1.15.1).
+    /// is written (docs/DESIGN.md §1.15).
     cipher: Option<Arc<BlockCipher>>,
+    /// The full blocks below this one were sealed in place in the ring: a
+    /// pass that writes them again (after a failed write left `written`
+    /// behind) writes them as they are. Sealing an encrypted block twice
+    /// would decrypt it under the same nonce (INV-29).
+    sealed_below: u64,
+    /// The partial block the side buffer holds, and its `data_len`.
+    partial_of: Option<(BlockNo, usize)>,
 }
 
 impl Writer {
     /// The write role's state; `cipher` seals an encrypted log's blocks.
     pub(crate) fn new(cipher: Option<Arc<BlockCipher>>) -> Self {
-        Writer { partial: Box::new([0u8; BLOCK_BYTES]), cipher }
+        Writer { partial: Box::new([0u8; BLOCK_BYTES]), cipher, sealed_below: 0, partial_of: None }
     }
 
     /// Writes every block holding data of `[from, to)`, whole blocks from the block
@@ -123,9 +130,11 @@ impl Writer {
     /// from the side buffer. One vectored write per file touched.
     ///
     /// In an encrypted log a full block is encrypted in place, once: the ring's
-    /// copy of a block below `written` is never read again. The partial block
-    /// is sealed in the side buffer each time it grows, with a larger
-    /// `data_len`, so a nonce never repeats (INV-29).
+    /// copy of a block below `written` is never read again, and a pass that
+    /// writes it again writes it as sealed. The partial block is sealed in the
+    /// side buffer each time it grows, with a larger `data_len`; written again
+    /// at the same length, the side buffer goes out as it is. So no
+    /// `(b, data_len)` is sealed twice (INV-29).
     ///
     /// Preconditions (the write role's): `to <= ready` (INV-2), `from == written`.
     pub(crate) fn write(
@@ -139,7 +148,7 @@ impl Writer {
         let first = from.block();
         let full_end = to.block();
         let partial_len = to.offset_in_block() - BLOCK_HEADER_BYTES;
-        for block in first.0..full_end.0 {
+        for block in first.0.max(self.sealed_below)..full_end.0 {
             // SAFETY: we hold the write role and the block lies below `ready`, so
             // no appender touches it (INV-2, INV-3).
             #[allow(unsafe_code)]
@@ -148,7 +157,12 @@ impl Writer {
                 ring.seal_full_block(BlockNo(block), (files.seal, cipher), synced_back(BlockNo(block), synced));
             }
         }
-        if partial_len > 0 {
+        self.sealed_below = self.sealed_below.max(full_end.0);
+        if partial_len > 0 && self.partial_of != Some((full_end, partial_len)) {
+            debug_assert!(
+                self.partial_of.is_none_or(|(block, len)| block != full_end || len < partial_len),
+                "the partial block shrank"
+            );
             let used = BLOCK_HEADER_BYTES + partial_len;
             // SAFETY: we hold the write role and the partial block's bytes lie
             // below `ready` (the caller's range), so no appender writes them.
@@ -160,6 +174,7 @@ impl Writer {
             let synced_back = synced_back(full_end, synced);
             let seal = (files.seal, self.cipher.as_deref());
             seal_block(&mut self.partial[..], seal, full_end, partial_len, synced_back);
+            self.partial_of = Some((full_end, partial_len));
         }
         let block_count = full_end.0 - first.0 + u64::from(partial_len > 0);
         let mut done = WriteDone::default();
@@ -253,6 +268,41 @@ mod tests {
         assert_eq!(header.data_len, 10);
         assert_eq!(header.synced_back, 1);
         assert!(partial[26..508].iter().all(|&byte| byte == 0));
+    }
+
+    /// A pass that writes blocks again — a write failed and left `written`
+    /// behind, or a leader wrote after a poison — writes an encrypted log's
+    /// blocks as they were sealed. Sealing a full block a second time in
+    /// place would run the keystream over its ciphertext: the records would
+    /// reach the disk in clear under a valid tag (INV-29; found by review).
+    #[test]
+    fn blocks_written_again_are_not_sealed_again() {
+        use crate::encryption::block::{BlockCipher, BlockKeyId};
+        use crate::encryption::Key;
+        use crate::format::Geometry;
+        let layout = Layout::new(FILE_HEADER_AREA_BYTES + 8 * BLOCK_BYTES as u64);
+        let mut files = files(&layout);
+        files.seal = files.seal.with_geometry(Geometry::Sealed);
+        files.encrypted = true;
+        let id = BlockKeyId { key_id: 1, session: 1, salt: 9 };
+        let cipher = Arc::new(BlockCipher::new(&Key::from_bytes([3; 32]), 1, id));
+        let ring = RingBuffer::new(8 * BLOCK_BYTES);
+        let start = BlockNo(2).data_start();
+        let data: Vec<u8> = (0..700u32).map(|index| b"PLAINTEXT"[index as usize % 9]).collect();
+        // SAFETY: the test's one thread owns the whole ring.
+        #[allow(unsafe_code)]
+        let end = unsafe { ring.copy_in(start, &data, Geometry::Sealed) };
+        let mut writer = Writer::new(Some(cipher.clone()));
+        let on_disk = |files: &Files| [2, 3].map(|block| read_block(files, &layout, BlockNo(block)));
+        writer.write(&ring, &files, (start, end), start).expect("write");
+        let first = on_disk(&files);
+        writer.write(&ring, &files, (start, end), start).expect("write again");
+        assert_eq!(on_disk(&files), first, "the same blocks went out differently");
+        for (index, image) in first.iter().enumerate() {
+            assert!(!image.windows(9).any(|window| window == b"PLAINTEXT"), "block {index} holds records in clear");
+            let mut plain = [0u8; 460];
+            cipher.open(image, BlockNo(2 + index as u64), &mut plain).expect("the block opens");
+        }
     }
 
     #[test]

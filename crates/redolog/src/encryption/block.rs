@@ -13,7 +13,7 @@
 //! ```
 //!
 //! The cipher key is per session: HKDF-SHA256 of the user's key with salt
-//! `log_id` and info `"redolog v3 block key" ‖ salt ‖ session`. The nonce is
+//! `log_id` and info `"redolog v3 block key" ‖ session ‖ salt`. The nonce is
 //! the block's absolute number and its `data_len`, `b:u64 ‖ data_len:u32`:
 //! within a session the writer seals a block again only when it has grown
 //! (INV-29 in its version 3 form).

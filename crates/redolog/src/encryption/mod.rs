@@ -228,6 +228,10 @@ pub(crate) struct Session {
     pub(crate) keys: KeyTable,
 }
 
+/// How many block ciphers an `Opener` keeps: a log's blocks name a few
+/// sessions; a damaged one's may name any number.
+const CIPHERS_CACHED_MAX: usize = 64;
+
 /// Opens the sealed blocks of one log, with any key it records.
 pub(crate) struct Opener {
     log_id: u128,
@@ -277,7 +281,12 @@ impl Opener {
             return Err(Error::WrongKey { key_id, needed: needed() });
         }
         let cipher = Arc::new(BlockCipher::new(&key, self.log_id, id));
-        self.ciphers.write().insert(id, cipher.clone());
+        let mut ciphers = self.ciphers.write();
+        // Bounded: a damaged log's blocks may name any number of sessions.
+        if ciphers.len() >= CIPHERS_CACHED_MAX {
+            ciphers.clear();
+        }
+        ciphers.insert(id, cipher.clone());
         Ok(Some(cipher))
     }
 

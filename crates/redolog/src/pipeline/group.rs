@@ -281,6 +281,10 @@ impl<W> Stages<W> {
             self.unsynced_blocks(),
             self.synced()
         );
+        // A poisoned log writes nothing more (INV-6), checked under the role:
+        // a leader that checked before it took the role may find a poison a
+        // failed pass left (the review of format version 3 found the gap).
+        self.check()?;
         let started = Moment::now();
         port.write(gate, writer, (written, upto), self.synced()).map_err(|failure| self.poison(failure))?;
         // INV-4; it also hands ring space back to appenders. Not after a

@@ -156,7 +156,7 @@ impl Inspection {
         let last_block = (to.0 - BLOCK_HEADER_BYTES as u64 - 1) / BLOCK_BYTES as u64;
         let mut block = from.block();
         while block.0 <= last_block {
-            let BlockState::Valid(header) = reader.state(block)? else { break };
+            let BlockState::Valid(header) = reader.checked_state(block)? else { break };
             frontiers.blocks += 1;
             if last != Some(header.synced_block()) {
                 frontiers.distinct += 1;

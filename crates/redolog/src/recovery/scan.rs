@@ -159,10 +159,6 @@ pub(crate) fn scan(files: &Arc<Files>, checkpoint: &CheckpointSlot, unsynced_blo
     // the last one found and never into the checkpoint's part of the ring.
     let ring_limit = checkpoint_lsn.block().0 + files.layout.ring_blocks;
     let mut blocks = groups.blocks;
-    let mut key_ids = std::mem::take(&mut blocks.key_ids);
-    key_ids.extend(&start.key_ids);
-    key_ids.sort_unstable();
-    key_ids.dedup();
     let mut max_synced_block = groups.max_synced_block;
     // The last block holding stream data: a stream that ends after a block's
     // last data byte ends at offset 16 of the next block, which holds nothing
@@ -209,6 +205,13 @@ pub(crate) fn scan(files: &Arc<Files>, checkpoint: &CheckpointSlot, unsynced_blo
         let log_end = if clean_shutdown { LogEnd::CleanShutdown } else { LogEnd::Clean };
         (log_end, continuation_block(&mut blocks, end)?, None)
     };
+    // Every block opened, those past the end included: a crash between the
+    // next session's slot and the repair must not lose the ids of the
+    // blocks the repair has not erased yet (INV-31).
+    let mut key_ids = std::mem::take(&mut blocks.key_ids);
+    key_ids.extend(&start.key_ids);
+    key_ids.sort_unstable();
+    key_ids.dedup();
     Ok(ScanResult { start: start.lsn, end, log_end, last_block, repair, key_ids })
 }
 
