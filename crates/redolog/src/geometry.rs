@@ -20,19 +20,19 @@ pub(crate) const CRC_OFFSET: usize = BLOCK_BYTES - BLOCK_TRAILER_BYTES;
 pub(crate) const BLOCK_DATA_BYTES: usize = BLOCK_BYTES - BLOCK_HEADER_BYTES - BLOCK_TRAILER_BYTES;
 
 /// Data bytes in a block that carries its own AES-GCM seal (format version 3,
-/// designed, not yet written: docs/DESIGN.md §1.15.1): the 16-byte tag and the
-/// 16 bytes of key fields come out of the data area.
+/// docs/FORMAT.md §6.1): the 16-byte tag and the 16 bytes of key fields come
+/// out of the data area.
 pub(crate) const SEALED_BLOCK_DATA_BYTES: usize = BLOCK_DATA_BYTES - 32;
 
 /// How many data bytes each block of a log holds. Every position in the log's
-/// stream converts between data bytes (`Sn`) and LSNs through it. Versions 1
-/// and 2 hold [`BLOCK_DATA_BYTES`]; a block sealed whole holds
+/// stream converts between data bytes (`Sn`) and LSNs through it. Version 1
+/// holds [`BLOCK_DATA_BYTES`]; a block sealed whole (version 3) holds
 /// [`SEALED_BLOCK_DATA_BYTES`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Geometry {
-    /// 492 data bytes: format versions 1 and 2.
+    /// 492 data bytes: format version 1.
     Clear,
-    /// 460 data bytes: format version 3 (planned).
+    /// 460 data bytes: format version 3, blocks sealed whole.
     #[cfg_attr(not(test), allow(dead_code))]
     Sealed,
 }

@@ -27,7 +27,7 @@ pub(crate) struct Files {
     pub(crate) seal: BlockSeal,
     /// An encrypted log's blocks are sealed whole (format version 3).
     pub(crate) encrypted: bool,
-    /// What opens them, when the keys were given (docs/DESIGN.md §1.15.1).
+    /// What opens them, when the keys were given (docs/DESIGN.md §1.15).
     pub(crate) opener: Option<Arc<crate::encryption::Opener>>,
     /// Where each block lives in these files.
     pub(crate) layout: Layout,
@@ -148,13 +148,13 @@ impl Writer {
         let first = from.block();
         let full_end = to.block();
         let partial_len = to.offset_in_block() - BLOCK_HEADER_BYTES;
+        let seal = (files.seal, self.cipher.as_deref());
         for block in first.0.max(self.sealed_below)..full_end.0 {
             // SAFETY: we hold the write role and the block lies below `ready`, so
             // no appender touches it (INV-2, INV-3).
             #[allow(unsafe_code)]
             unsafe {
-                let cipher = self.cipher.as_deref();
-                ring.seal_full_block(BlockNo(block), (files.seal, cipher), synced_back(BlockNo(block), synced));
+                ring.seal_full_block(BlockNo(block), seal, synced_back(BlockNo(block), synced));
             }
         }
         self.sealed_below = self.sealed_below.max(full_end.0);
@@ -172,7 +172,6 @@ impl Writer {
             }
             self.partial[used..].fill(0);
             let synced_back = synced_back(full_end, synced);
-            let seal = (files.seal, self.cipher.as_deref());
             seal_block(&mut self.partial[..], seal, full_end, partial_len, synced_back);
             self.partial_of = Some((full_end, partial_len));
         }

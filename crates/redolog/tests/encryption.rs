@@ -275,7 +275,7 @@ fn sealed_by(dir: &Path, config: &Config, block: u64) -> (u32, u32) {
 
 /// A torn tail's repair rewrites the block holding the log's new end under
 /// the session that repairs it, never under the crashed one: that session
-/// may have spent the block's nonce on other bytes (docs/DESIGN.md §1.15.1).
+/// may have spent the block's nonce on other bytes (docs/DESIGN.md §1.15).
 /// The repaired log reads back what was durable and goes on.
 #[test]
 fn a_torn_tail_is_repaired_under_the_new_session() {

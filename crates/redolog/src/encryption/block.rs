@@ -1,5 +1,5 @@
 //! Blocks sealed whole: format version 3's cipher (docs/FORMAT.md §6.1,
-//! docs/DESIGN.md §1.15.1).
+//! docs/DESIGN.md §1.15).
 //!
 //! A sealed block keeps version 1's header and CRC and gives 32 bytes of its
 //! data area to the seal:

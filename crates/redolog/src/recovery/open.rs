@@ -180,7 +180,7 @@ pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Stor
     let mut opened = open_existing(dir, storage, ScanMode::Repair, config.encryption.as_ref())?;
     // The session first, then the repair under its cipher: the block the
     // repair rewrites is sealed by the new session, never again by the one
-    // that crashed (docs/DESIGN.md §1.15.1, INV-29).
+    // that crashed (docs/DESIGN.md §1.15, INV-29).
     begin_session(&mut opened)?;
     if let Some(plan) = &opened.scan.repair {
         repair(&opened.files, plan, opened.session.as_ref().map(|session| &*session.cipher))?;

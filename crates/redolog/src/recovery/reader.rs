@@ -29,7 +29,7 @@ pub(crate) struct BlockReader {
     /// it needs, not 128 KiB of which all but those are read again later.
     read_ahead_to: Option<BlockNo>,
     /// An encrypted log's last block opened (`opened`), in clear: its header
-    /// and data; the seal's bytes zero.
+    /// and data; the seal's bytes stay zero (nothing writes them).
     plain: Box<[u8; BLOCK_BYTES]>,
     plain_of: Option<BlockNo>,
     /// The cipher of the last block opened: the next block is almost always
@@ -88,6 +88,8 @@ impl BlockReader {
             return Err(Error::KeyRequired { path: self.files.dir() });
         };
         let id = BlockKeyId::of(self.read(block)?);
+        // Read ahead now: where it lies stays put until the next `read`.
+        let image = self.buffered(block);
         let cipher = match &self.cipher {
             Some(cipher) if cipher.id() == id => cipher.clone(),
             _ => {
@@ -102,9 +104,7 @@ impl BlockReader {
                 cipher
             }
         };
-        let index = ((block.0 - self.first) as usize) * BLOCK_BYTES;
-        let image = &self.buffer[index..index + BLOCK_BYTES];
-        self.plain[TAG_OFFSET..].fill(0);
+        let image = &self.buffer[image];
         if cipher.open(image, block, &mut self.plain[BLOCK_HEADER_BYTES..TAG_OFFSET]).is_err() {
             let key_id = id.key_id;
             return Ok(Err(format!("the block fails authentication under key id {key_id} (session {})", id.session)));
@@ -135,8 +135,13 @@ impl BlockReader {
             self.first = block.0;
             self.count = run.count;
         }
+        Ok(&self.buffer[self.buffered(block)])
+    }
+
+    /// Where `block`, read ahead, lies in `buffer`.
+    fn buffered(&self, block: BlockNo) -> std::ops::Range<usize> {
         let index = ((block.0 - self.first) as usize) * BLOCK_BYTES;
-        Ok(&self.buffer[index..index + BLOCK_BYTES])
+        index..index + BLOCK_BYTES
     }
 
     /// Forgets what was read ahead from `block` on: on a live log, blocks from
