@@ -40,6 +40,10 @@ struct Last {
     /// File 0, which holds the slots, and its path.
     file: Arc<dyn StorageFile>,
     path: PathBuf,
+    /// The file limits the checkpoints in flight set out to reach: each
+    /// waits for a sync no further than the limit it read (INV-42), so a
+    /// shrink never lowers the limit below one of them.
+    reach: Vec<u64>,
 }
 
 impl Last {
@@ -53,6 +57,34 @@ impl Last {
     /// The oldest position the log holds: the checkpoint or a consumer's.
     fn floor(&self) -> Lsn {
         self.consumers.floor().map_or(self.lsn, |held| self.lsn.min(Lsn(held)))
+    }
+
+    /// The file limit (INV-7): a lap past the floor, and never below the
+    /// reach of a checkpoint in flight (INV-42).
+    fn limit(&self) -> u64 {
+        let lap = self.floor().block().0 + self.ring_blocks;
+        self.reach.iter().copied().fold(lap, u64::max)
+    }
+}
+
+/// A checkpoint in flight's hold on the file limit it waits to reach
+/// (INV-42), given back when dropped. Giving it back never lowers the limit
+/// (only a holder of the I/O gate may, docs/DESIGN.md §1.18): a shrink
+/// waiting for it is woken, and settles the limit itself.
+struct Reach<'a, W> {
+    checkpoints: &'a Checkpoints,
+    stages: &'a Stages<W>,
+    limit: u64,
+}
+
+impl<W> Drop for Reach<'_, W> {
+    fn drop(&mut self) {
+        let mut last = self.checkpoints.last.lock();
+        if let Some(index) = last.reach.iter().position(|limit| *limit == self.limit) {
+            last.reach.swap_remove(index);
+        }
+        drop(last);
+        self.checkpoints.changed(self.stages);
     }
 }
 
@@ -75,6 +107,9 @@ pub(crate) struct Checkpoints {
     session: (u32, KeyTable),
     /// How many data bytes the log's blocks hold: which LSNs are positions.
     geometry: Geometry,
+    /// Counts the changes a shrink waits for (a slot written, a reach given
+    /// back): its wait's predicate (docs/DESIGN.md §1.18).
+    changes: AtomicU64,
 }
 
 /// The checkpoint coordinator held for a resize's switch (docs/DESIGN.md
@@ -103,6 +138,7 @@ impl Checkpoints {
             ring_blocks,
             file,
             path,
+            reach: Vec::new(),
         };
         let floor = last.floor();
         Checkpoints {
@@ -113,7 +149,20 @@ impl Checkpoints {
             log_id,
             session,
             geometry,
+            changes: AtomicU64::new(0),
         }
+    }
+
+    /// Counts the changes a shrink waits for (a slot, a reach given back).
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
+    }
+
+    /// A change a shrink may wait for: counted, and the file-space waiters
+    /// woken.
+    fn changed<W>(&self, stages: &Stages<W>) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        stages.space_freed();
     }
 
     /// The log's id (FORMAT.md §2).
@@ -173,7 +222,9 @@ impl Checkpoints {
     /// the writer cannot reach `lsn` because the log is full (`lsn` lies past
     /// the file limit), checkpoints at what is durable first, which frees the
     /// space, and goes on: waiting for `lsn` alone would wait for a checkpoint
-    /// only this thread would write. Waits outside the coordinator's mutex.
+    /// only this thread would write. Waits outside the coordinator's mutex,
+    /// holding the limit it waits to reach (INV-42): a shrink that lowered it
+    /// meanwhile would leave the wait waiting for this very checkpoint.
     fn make_durable<W, P: Port<Writer = W>>(
         &self,
         lsn: Lsn,
@@ -185,29 +236,29 @@ impl Checkpoints {
             if lsn <= synced {
                 return Ok(());
             }
-            let reachable = self.file_limit().data_start();
-            if lsn <= reachable {
-                return stages.wait_synced(port, lsn);
-            }
-            if synced > self.lsn() {
-                let mut last = self.last.lock();
-                if synced > last.lsn {
-                    let consumers = last.consumers.clone();
-                    self.write(&mut last, (synced, 0, consumers), stages, metrics)?;
-                }
-            } else if synced >= reachable {
+            let mut last = self.last.lock();
+            // Under the coordinator: a shrink lowers the limit under it too.
+            let limit = self.file_limit();
+            let reachable = limit.data_start();
+            if lsn <= reachable || (synced <= last.lsn && synced < reachable) {
+                // `lsn`, or, with nothing durable past the last checkpoint,
+                // what the writer can reach, to checkpoint there next.
+                last.reach.push(limit.0);
+                drop(last);
+                let _reach = Reach { checkpoints: self, stages, limit: limit.0 };
+                stages.wait_synced(port, lsn.min(reachable))?;
+            } else if synced > last.lsn {
+                let consumers = last.consumers.clone();
+                self.write(&mut last, (synced, 0, consumers), stages, metrics)?;
+            } else {
                 // A checkpoint at what is durable freed nothing: a consumer
                 // holds the space (§1.16). Wait for it, or for close.
-                let limit = self.file_limit();
+                drop(last);
                 stages.wait_space_freed(limit, || self.file_limit() > limit);
                 stages.check()?;
                 if stages.is_shutdown() && self.file_limit() <= limit {
                     return Err(Error::Closed);
                 }
-            } else {
-                // Nothing durable past the last checkpoint: sync what the
-                // writer can reach, then checkpoint there.
-                stages.wait_synced(port, reachable)?;
             }
         }
     }
@@ -360,8 +411,9 @@ impl Checkpoints {
         self.lsn.store(lsn.0, Ordering::SeqCst);
         self.floor.store(floor.0, Ordering::SeqCst);
         // SeqCst: the writer re-checks the limit in its file-space predicate.
-        self.file_limit_block.store(floor.block().0 + last.ring_blocks, Ordering::SeqCst);
-        stages.space_freed();
+        // Only raised here: a lower limit waits for the I/O gate (a shrink).
+        self.file_limit_block.fetch_max(last.limit(), Ordering::SeqCst);
+        self.changed(stages);
         if checkpointed {
             metrics.checkpoints.add(1);
         }
@@ -393,12 +445,23 @@ impl Checkpoints {
 
     /// A shrinking resize's first state (docs/DESIGN.md §1.18): the file
     /// limit becomes a lap of `ring_blocks` past the floor, if that is
-    /// smaller. The caller holds the I/O gate exclusively, so no write pass
-    /// is between reading the limit and writing.
+    /// smaller, but never below what a checkpoint in flight waits to reach
+    /// (INV-42). Called again as the shrink waits, so the limit settles on
+    /// the new lap once those checkpoints are done. The caller holds the I/O
+    /// gate exclusively, so no write pass is between reading the limit and
+    /// writing.
     pub(crate) fn lower_ring(&self, ring_blocks: u64) {
         let mut last = self.last.lock();
         last.ring_blocks = last.ring_blocks.min(ring_blocks);
-        self.file_limit_block.store(last.floor().block().0 + last.ring_blocks, Ordering::SeqCst);
+        self.file_limit_block.store(last.limit(), Ordering::SeqCst);
+    }
+
+    /// Whether the file limit is a lap of the ring past the floor, and no
+    /// checkpoint in flight waits to reach further (INV-42): a shrink may
+    /// switch to files of that ring once the written log fits it too.
+    pub(crate) fn limit_is_the_lap(&self) -> bool {
+        let last = self.last.lock();
+        self.file_limit().0 == last.floor().block().0 + last.ring_blocks && last.limit() == self.file_limit().0
     }
 
     /// The coordinator, held for a resize's switch (§1.18).
@@ -434,8 +497,12 @@ impl SwitchSlots<'_> {
         last.number += 2;
         (last.file, last.path) = (new.0.clone(), new.1.clone());
         last.ring_blocks = ring_blocks;
-        checkpoints.file_limit_block.store(last.floor().block().0 + ring_blocks, Ordering::SeqCst);
-        stages.space_freed();
+        // A shrink switches only once no checkpoint in flight reaches past
+        // the new lap (INV-42, `limit_is_the_lap`); a grow's reach lies
+        // within the old lap, inside the new one.
+        debug_assert!(last.limit() == last.floor().block().0 + ring_blocks, "INV-42: a reach past the new ring");
+        checkpoints.file_limit_block.store(last.limit(), Ordering::SeqCst);
+        checkpoints.changed(stages);
         Ok(())
     }
 }

@@ -31,8 +31,12 @@ pub const FAILPOINTS: &[&str] = &[
     "checkpoint.sync",
     "repair.write",
     "repair.sync",
+    // The opening's slot: an encrypted log's session, or the lowered claim
+    // of a cut (INV-41); then the slot that clears the cut.
     "session.write",
     "session.sync",
+    "cut.clear_write",
+    "cut.clear_sync",
     // A resize's (src/resize.rs, docs/DESIGN.md §1.18); reached by tests/resize_faults.rs.
     "resize.open",
     "resize.write",

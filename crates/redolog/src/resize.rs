@@ -153,8 +153,9 @@ fn prepare(
 
 /// State 1 (§1.18), for a shrink: lower the limits to the new ring's, under
 /// the I/O gate, then wait until the written log fits a lap of the new ring
-/// past the floor. (A grow would lower nothing: its limits only rise, at the
-/// switch.)
+/// past the floor and the limit is that lap: a checkpoint in flight holds
+/// the limit it waits to reach until it is written (INV-42). (A grow would
+/// lower nothing: its limits only rise, at the switch.)
 fn bound(core: &Core, layout: &Layout, unsynced_bytes_max: u64) -> Result<()> {
     {
         let gate = core.files_exclusive();
@@ -164,19 +165,31 @@ fn bound(core: &Core, layout: &Layout, unsynced_bytes_max: u64) -> Result<()> {
         core.checkpoints.lower_ring(layout.ring_blocks);
     }
     let stages = &core.stages;
-    loop {
-        stages.check()?;
+    let fits = || {
         let floor_block = core.checkpoints.floor().block();
         let last = last_data_block(stages.written().max(core.write_intent()));
-        if last.0 < floor_block.0 + layout.ring_blocks {
+        last.0 < floor_block.0 + layout.ring_blocks
+    };
+    loop {
+        stages.check()?;
+        if fits() && !core.checkpoints.limit_is_the_lap() {
+            // The checkpoints that held the limit are done: settle it on the
+            // new lap (under the gate; a pass may have written up to the
+            // held limit meanwhile, so look again).
+            let _gate = core.files_exclusive();
+            core.checkpoints.lower_ring(layout.ring_blocks);
+        }
+        if fits() && core.checkpoints.limit_is_the_lap() {
             return Ok(());
         }
         if stages.is_shutdown() {
             return Err(Error::Closed);
         }
-        // Only a checkpoint or a consumer's advance moves the floor.
-        let limit = core.checkpoints.file_limit();
-        stages.wait_space_freed(limit, || core.checkpoints.file_limit() > limit || stages.is_shutdown());
+        // Only a slot (a checkpoint, a consumer's advance) moves the floor,
+        // and a checkpoint in flight gives its reach back when it ends:
+        // each counts a change and wakes this wait.
+        let (limit, changes) = (core.checkpoints.file_limit(), core.checkpoints.changes());
+        stages.wait_space_freed(limit, || core.checkpoints.changes() != changes || stages.is_shutdown());
     }
 }
 

@@ -56,7 +56,7 @@ fn config() -> redolog::Config {
     }
 }
 
-/// The four starting states.
+/// The five starting states.
 fn starts() -> Vec<Start> {
     let keys = config().encryption;
     let base = CrashStorage::new();
@@ -95,6 +95,7 @@ fn starts() -> Vec<Start> {
         }
     });
     let (before, after) = creations;
+    let cut = torn_group_synced_in_part();
     // A torn start holds what its recovery finds (a prefix holding every
     // Synced group); the run appends after that.
     let inspection = inspect_with(Path::new(DIR), torn.to_storage(), keys.as_ref()).expect("inspect");
@@ -104,6 +105,7 @@ fn starts() -> Vec<Start> {
     vec![
         Start { name: "empty directory", image: None, oracle: Oracle::default() },
         Start { name: "torn tail", image: Some(torn), oracle: torn_oracle },
+        cut,
         Start {
             name: "creation crashed before redo.0000",
             image: Some(before.expect("a state with only temporary files")),
@@ -115,6 +117,39 @@ fn starts() -> Vec<Start> {
             oracle: Oracle::default(),
         },
     ]
+}
+
+/// A log whose torn tail holds synced bytes: a group past the file limit,
+/// written and synced up to it, and a slot written meanwhile that claims
+/// that sync; its recovery lowers the claim, erases, and clears the cut
+/// (INV-41), each write behind a failpoint.
+fn torn_group_synced_in_part() -> Start {
+    let keys = config().encryption;
+    let storage = CrashStorage::new();
+    let (log, _) = Log::open_with_storage(Path::new(DIR), config(), storage.clone()).expect("create");
+    let limit = log.checkpoint_lsn().as_u64() + log.usable_bytes();
+    let mut appended = Vec::new();
+    while log.end_lsn().as_u64() < limit - 6000 {
+        let record = vec![appended.len() as u8; 1000];
+        let end = log.commit(&record, Durability::Synced).expect("commit");
+        appended.push((end, vec![record]));
+    }
+    log.append(&[0xEE; 6000]).expect("a group past the file limit");
+    log.wait(Lsn::from_u64(limit - 600), Durability::Synced).expect("synced up to the file limit");
+    drop(log.create_consumer("slot").expect("a slot with the group synced in part"));
+    log.drop_consumer("slot").expect("and another");
+    log.simulate_crash();
+    let image = storage.state().crash(CrashMode::KeepAll);
+    let inspection = inspect_with(Path::new(DIR), image.to_storage(), keys.as_ref()).expect("inspect");
+    assert!(matches!(inspection.end, LogEnd::TornTail { .. }), "the tail is torn");
+    let recovered = common::group_images(inspection.groups, "the cut start");
+    assert_eq!(recovered, appended, "the cut start recovers every whole group");
+    let synced = appended.last().expect("groups").0;
+    Start {
+        name: "torn tail holding synced bytes",
+        image: Some(image),
+        oracle: Oracle { appended, synced, written: synced },
+    }
 }
 
 /// The workload: open, 12 commits with a checkpoint every 4, close. Stops at

@@ -40,6 +40,12 @@ pub(crate) const CHECKPOINT_SLOT_OFFSETS: [u64; 2] = [4096, 8192];
 /// Flag: the log was closed cleanly and ends exactly at `durable_lsn`.
 pub(crate) const CHECKPOINT_CLEAN_SHUTDOWN: u32 = 1;
 
+/// Flag: a recovery is cutting a torn tail at `durable_lsn` (docs/DESIGN.md
+/// INV-41): the valid blocks past it are the tail it erases, and what their
+/// `synced_back` says was synced no longer holds. Written before the erase,
+/// cleared by the slot written after it, before the log appends again.
+pub(crate) const CHECKPOINT_TAIL_CUT: u32 = 2;
+
 /// Most keys an encrypted log's slot records (docs/FORMAT.md §3).
 pub(crate) const KEYS_MAX: usize = 32;
 

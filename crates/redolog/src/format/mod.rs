@@ -17,7 +17,7 @@ pub(crate) use block::{
 pub(crate) use bytes::{read_u16, read_u32, read_u64, write_u16, write_u32, write_u64};
 pub(crate) use checkpoint::{
     consumer_name_problem, CheckpointSlot, ConsumerTable, KeyTable, CHECKPOINT_CLEAN_SHUTDOWN, CHECKPOINT_SLOT_OFFSETS,
-    CONSUMERS_MAX, KEYS_MAX,
+    CHECKPOINT_TAIL_CUT, CONSUMERS_MAX, KEYS_MAX,
 };
 pub(crate) use file_header::{FileHeader, FileHeaderError, CIPHER_AES_256_GCM, CIPHER_NONE, FILE_HEADER_AREA_BYTES};
 pub(crate) use group::{encoded_group_bytes, write_group_header, GroupHeader, GROUP_HEADER_BYTES, RECORD_HEADER_BYTES};

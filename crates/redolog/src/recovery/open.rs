@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::format::{
     BlockSeal, CheckpointSlot, ConsumerTable, FileHeader, KeyTable, BLOCK_BYTES, CHECKPOINT_SLOT_OFFSETS,
-    CIPHER_AES_256_GCM, CIPHER_NONE, FILE_COUNT, FILE_HEADER_AREA_BYTES, FORMAT_VERSION, FORMAT_VERSION_ENCRYPTED,
+    CHECKPOINT_TAIL_CUT, CIPHER_AES_256_GCM, CIPHER_NONE, FILE_COUNT, FILE_HEADER_AREA_BYTES, FORMAT_VERSION,
+    FORMAT_VERSION_ENCRYPTED,
 };
 use crate::layout::{file_name, file_path, resize_file_name, temp_file_name, Layout};
 use crate::lsn::{BlockNo, Lsn};
@@ -154,7 +155,7 @@ pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Stor
         }
         remove_leftovers(dir, storage, &leftovers)?;
         let mut opened = create(dir, config, storage, FIRST_BLOCK)?;
-        begin_session(&mut opened)?;
+        begin_session(&mut opened, false)?;
         return Ok(opened);
     }
     // redo.0000 was renamed first, after every file was synced under its
@@ -178,12 +179,24 @@ pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Stor
     }
     remove_leftovers(dir, storage, &leftovers)?;
     let mut opened = open_existing(dir, storage, ScanMode::Repair, config.encryption.as_ref())?;
+    // INV-41: a torn tail that holds synced bytes of a group that never
+    // completed (the slot or a block says the log was synced past its last
+    // whole group) is cut only once a slot no longer claims them; and a cut
+    // a crash interrupted is finished before anything is appended.
+    let cut = opened.checkpoint.flags & CHECKPOINT_TAIL_CUT != 0
+        || (opened.scan.repair.is_some() && opened.scan.frontier > opened.scan.end);
     // The session first, then the repair under its cipher: the block the
     // repair rewrites is sealed by the new session, never again by the one
     // that crashed (docs/DESIGN.md §1.15, INV-29).
-    begin_session(&mut opened)?;
+    begin_session(&mut opened, cut)?;
     if let Some(plan) = &opened.scan.repair {
         repair(&opened.files, plan, opened.session.as_ref().map(|session| &*session.cipher))?;
+    }
+    if cut {
+        // The tail is gone: the next slot claims the log up to its end,
+        // with no cut, before anything is appended (INV-41).
+        let slot = CheckpointSlot { number: opened.checkpoint.number + 1, flags: 0, ..opened.checkpoint.clone() };
+        put_open_slot(&mut opened, slot, ["cut.clear_write", "cut.clear_sync"])?;
     }
     Ok(opened)
 }
@@ -200,40 +213,57 @@ pub(crate) fn create_after(dir: &Path, config: &Config, storage: &Arc<dyn Storag
     }
     let first = BlockNo(after.block().0 + 1).max(FIRST_BLOCK);
     let mut opened = create(dir, config, storage, first)?;
-    begin_session(&mut opened)?;
+    begin_session(&mut opened, false)?;
     Ok(opened)
 }
 
-/// An encrypted log's new session (docs/DESIGN.md §1.15): an epoch larger than
-/// any the log recorded and the key table, written into the next checkpoint
-/// slot and synced before the first group is sealed (INV-29, INV-31). The
-/// checkpoint itself does not move.
-fn begin_session(opened: &mut Opened) -> Result<()> {
-    let Some(opener) = opened.files.opener.clone() else { return Ok(()) };
-    let path = opened.files.paths[0].clone();
-    let recorded = opened.slots.iter().flatten().map(|slot| slot.epoch).max().unwrap_or(0);
-    let epoch = recorded.checked_add(1).ok_or_else(|| Error::Corruption {
-        path: path.clone(),
-        offset: CHECKPOINT_SLOT_OFFSETS[0],
-        lsn: Lsn(0),
-        reason: "the session epoch is at its maximum: copy the log's contents into a new log".into(),
-    })?;
-    let session = opener.begin_session(epoch, &opened.scan.key_ids)?;
-    let number = opened.checkpoint.number + 1;
-    // The clean-shutdown mark stays: it still says where the log ends until a
-    // group is appended, and recovery holds a cleanly closed log to that end.
-    let slot = CheckpointSlot { number, epoch, keys: session.keys, resize_file_bytes: 0, ..opened.checkpoint.clone() };
-    let index = CheckpointSlot::slot_index(number);
+/// The opening's slot, written and synced before the repair: an encrypted
+/// log's new session (docs/DESIGN.md §1.15), an epoch larger than any the
+/// log recorded and the key table, so no group is sealed before it (INV-29,
+/// INV-31); and, with `cut`, the claim lowered to where the log will end
+/// (INV-41). The checkpoint itself does not move. Neither: nothing written.
+fn begin_session(opened: &mut Opened, cut: bool) -> Result<()> {
+    let opener = opened.files.opener.clone();
+    if opener.is_none() && !cut {
+        return Ok(());
+    }
+    let mut slot =
+        CheckpointSlot { number: opened.checkpoint.number + 1, resize_file_bytes: 0, ..opened.checkpoint.clone() };
+    if let Some(opener) = opener {
+        let recorded = opened.slots.iter().flatten().map(|slot| slot.epoch).max().unwrap_or(0);
+        let epoch = recorded.checked_add(1).ok_or_else(|| Error::Corruption {
+            path: opened.files.paths[0].clone(),
+            offset: CHECKPOINT_SLOT_OFFSETS[0],
+            lsn: Lsn(0),
+            reason: "the session epoch is at its maximum: copy the log's contents into a new log".into(),
+        })?;
+        let session = opener.begin_session(epoch, &opened.scan.key_ids)?;
+        (slot.epoch, slot.keys) = (epoch, session.keys);
+        opened.session = Some(session);
+    }
+    if cut {
+        // Until the erase below is synced and the next slot written, the
+        // blocks past the end claim nothing (INV-41).
+        (slot.durable_lsn, slot.flags) = (opened.scan.end.0, CHECKPOINT_TAIL_CUT);
+    }
+    // Otherwise the clean-shutdown mark stays: it still says where the log
+    // ends until a group is appended, and recovery holds a cleanly closed
+    // log to that end.
+    put_open_slot(opened, slot, ["session.write", "session.sync"])
+}
+
+/// Writes `slot` into its place in `redo.0000` and syncs it; it becomes the
+/// opened log's checkpoint.
+fn put_open_slot(opened: &mut Opened, slot: CheckpointSlot, [write_fp, sync_fp]: [&'static str; 2]) -> Result<()> {
+    let path = &opened.files.paths[0];
+    let index = CheckpointSlot::slot_index(slot.number);
     let file = &opened.files.handles[0];
-    failpoint("session.write")
+    failpoint(write_fp)
         .and_then(|()| file.write_all_at(&[&slot.encode()], CHECKPOINT_SLOT_OFFSETS[index]))
-        .map_err(|source| Error::io("write", &path, source))?;
-    failpoint("session.sync")
-        .and_then(|()| file.sync_data())
-        .map_err(|source| Error::io("fdatasync", &path, source))?;
+        .map_err(|source| Error::io("write", path, source))?;
+    failpoint(sync_fp).and_then(|()| file.sync_data()).map_err(|source| Error::io("fdatasync", path, source))?;
     opened.slots[index] = Some(slot.clone());
     opened.checkpoint = slot;
-    opened.session = Some(session);
     Ok(())
 }
 
@@ -381,6 +411,7 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>, first: BlockN
         last_block: empty_first_block(),
         repair: None,
         key_ids: Vec::new(),
+        frontier: end,
     };
     let slots = [Some(checkpoint.clone()), None];
     Ok(Opened { files, checkpoint, scan, header, slots, session: None })

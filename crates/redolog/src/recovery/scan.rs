@@ -6,7 +6,9 @@ use std::sync::Arc;
 use crate::encryption::block::{seal_block, BlockCipher};
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
-use crate::format::{BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_HEADER_BYTES, CHECKPOINT_CLEAN_SHUTDOWN};
+use crate::format::{
+    BlockState, CheckpointSlot, BLOCK_BYTES, BLOCK_HEADER_BYTES, CHECKPOINT_CLEAN_SHUTDOWN, CHECKPOINT_TAIL_CUT,
+};
 use crate::lsn::{BlockNo, Lsn};
 use crate::recovery::reader::{BlockReader, GroupReader, Step, StreamEnd};
 use crate::writer::{last_data_block, Files};
@@ -57,6 +59,11 @@ pub(crate) struct ScanResult {
     /// An encrypted log's key ids named by the blocks from the checkpoint's
     /// to the end.
     pub(crate) key_ids: Vec<u32>,
+    /// The durable frontier the log was checked against (INV-13): what the
+    /// slot and the blocks say was synced. Past `end` when the torn tail
+    /// holds synced bytes of a group that never completed: erasing it then
+    /// needs the slot's claim lowered first (INV-41).
+    pub(crate) frontier: Lsn,
 }
 
 /// Where recovered groups start.
@@ -179,8 +186,11 @@ pub(crate) fn scan(files: &Arc<Files>, checkpoint: &CheckpointSlot, unsynced_blo
         probe += 1;
     }
     // INV-13: the durable frontier. Everything below it was synced once; the valid
-    // stream must reach it.
-    let frontier = Lsn(checkpoint.durable_lsn).max(max_synced_block.data_start());
+    // stream must reach it. INV-41: while a recovery cuts the tail at the
+    // slot's `durable_lsn`, the blocks past it are the tail being erased,
+    // some zeroed and some not: what they say was synced is void.
+    let claimed = if checkpoint.flags & CHECKPOINT_TAIL_CUT != 0 { Lsn(0) } else { max_synced_block.data_start() };
+    let frontier = Lsn(checkpoint.durable_lsn).max(claimed);
     if stream_end < frontier {
         let reason = match why {
             StreamEnd::NotValid(state) => format!("{} block before the durable end {frontier}", describe(state)),
@@ -212,7 +222,7 @@ pub(crate) fn scan(files: &Arc<Files>, checkpoint: &CheckpointSlot, unsynced_blo
     key_ids.extend(&start.key_ids);
     key_ids.sort_unstable();
     key_ids.dedup();
-    Ok(ScanResult { start: start.lsn, end, log_end, last_block, repair, key_ids })
+    Ok(ScanResult { start: start.lsn, end, log_end, last_block, repair, key_ids, frontier })
 }
 
 fn describe(state: BlockState) -> &'static str {

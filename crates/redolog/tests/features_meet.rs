@@ -1,0 +1,213 @@
+//! Where the log's features meet: one test per bug that checks of the public
+//! API written outside the project found where two features meet (issue
+//! "where the log's features meet"), each failing without its fix. The
+//! seeded simulation of the whole API (`tests/simulation.rs`) pins the same
+//! scenarios by seed.
+
+mod common;
+
+use std::path::Path;
+
+use common::GroupImage;
+use redolog::storage::{CrashImage, CrashMode, CrashStorage, MemStorage};
+use redolog::{Config, Durability, Log, LogEnd, Lsn, Pipeline};
+
+const DIR: &str = "/log";
+
+/// A log of four 32-block files, a 64 KiB ring and group commit: a group
+/// fits the ring whole, so the writer can sync part of it and stop at the
+/// file limit.
+fn ring_log() -> Config {
+    Config { pipeline: Pipeline::GroupCommit, ..common::config(32, 64 << 10) }
+}
+
+/// Recovers `storage` and returns its groups; panics with `context` on an error.
+fn recover(storage: MemStorage, context: &str) -> (LogEnd, Vec<GroupImage>) {
+    let (log, recovery) = Log::open_with_storage(Path::new(DIR), ring_log(), storage)
+        .unwrap_or_else(|error| panic!("{context}: open: {error}"));
+    let end = recovery.end();
+    let groups = common::group_images(recovery, context);
+    log.simulate_crash();
+    (end, groups)
+}
+
+/// A process crash while a group that never completes is synced in part,
+/// after a slot recorded that sync: the writer wrote and synced the group up
+/// to the file limit in several passes (it waits there for a checkpoint),
+/// each block claiming the sync before it, and a consumer's
+/// creation wrote a slot whose `durable_lsn` lies inside it. Returns the
+/// image and the groups recovery must return.
+fn torn_group_synced_in_part() -> (CrashImage, Vec<GroupImage>) {
+    let storage = CrashStorage::new();
+    let (log, _) = Log::open_with_storage(Path::new(DIR), ring_log(), storage.clone()).expect("create");
+    let limit = log.checkpoint_lsn().as_u64() + log.usable_bytes();
+    let mut appended = Vec::new();
+    while log.end_lsn().as_u64() < limit - 40_000 {
+        let record = vec![appended.len() as u8; 1000];
+        let end = log.commit(&record, Durability::Synced).expect("commit");
+        appended.push((end, vec![record]));
+    }
+    // Longer than the unsynced bound (a quarter of the files' ring): the
+    // writer syncs inside it more than once, so its later blocks claim more.
+    let torn = log.append(&[0xEE; 45_000]).expect("the group past the file limit");
+    assert!(torn.as_u64() > limit, "the group runs past the file limit");
+    // Synced up to the file limit, inside the group.
+    log.wait(Lsn::from_u64(limit - 600), Durability::Synced).expect("sync to the file limit");
+    drop(log.create_consumer("slot").expect("a slot written with the group synced in part"));
+    assert!(log.durable_lsn() > appended.last().expect("groups").0, "the slot claims part of the torn group");
+    log.simulate_crash();
+    (storage.state().crash(CrashMode::KeepAll), appended)
+}
+
+/// Bug 1: a crash during or right after a recovery that cut a torn tail
+/// holding synced bytes left a log that never opened again ("the log ends
+/// before its durable end"): the repair erased bytes the checkpoint slot
+/// still said were durable. Now the slot's claim is lowered before the
+/// erase and restored after it (INV-41), and a crash at every point of that
+/// recovery — with nothing, everything or a random part of its unsynced
+/// writes kept — leaves a log that opens with the same groups, twice.
+#[test]
+fn a_crash_anywhere_in_a_recovery_that_cuts_synced_bytes_leaves_a_log_that_opens() {
+    let (image, appended) = torn_group_synced_in_part();
+    let (end, expected) = recover(image.to_storage(), "the first recovery");
+    assert!(matches!(end, LogEnd::TornTail { .. }), "the tail is torn: {end:?}");
+    assert_eq!(expected, appended, "recovery returns every group before the torn one");
+    // The recovery, recorded, then a crash at once (no close, no slot).
+    let recording = image.to_recording();
+    let (log, _) = Log::open_with_storage(Path::new(DIR), ring_log(), recording.clone()).expect("recovery");
+    log.simulate_crash();
+    let mut states = 0;
+    recording.replay(|ops, state| {
+        for mode in [CrashMode::DropUnsynced, CrashMode::KeepAll, CrashMode::Random(ops as u64)] {
+            let context = format!("a crash after {ops} operations of the recovery, {mode:?}");
+            let storage = state.crash(mode).to_storage();
+            let (_, groups) = recover(storage.clone(), &context);
+            assert_eq!(groups, expected, "{context}");
+            let (_, again) = recover(storage, &format!("{context}, opened again"));
+            assert_eq!(again, expected, "{context}, opened again");
+            states += 1;
+        }
+    });
+    assert!(states > 12, "the recovery wrote its slots and the erase: {states} crash states");
+}
+
+/// In-memory storage whose fdatasyncs take `delay_ms` while it is nonzero:
+/// holds a sync pass open long enough for another thread to act meanwhile.
+#[derive(Clone, Debug, Default)]
+struct SlowSync {
+    inner: MemStorage,
+    delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+#[derive(Debug)]
+struct SlowSyncFile {
+    inner: std::sync::Arc<dyn redolog::storage::StorageFile>,
+    delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl redolog::storage::Storage for SlowSync {
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        self.inner.list_dir(dir)
+    }
+    fn open_file(
+        &self,
+        path: &Path,
+        create: bool,
+    ) -> std::io::Result<std::sync::Arc<dyn redolog::storage::StorageFile>> {
+        let inner = self.inner.open_file(path, create)?;
+        Ok(std::sync::Arc::new(SlowSyncFile { inner, delay_ms: self.delay_ms.clone() }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+}
+
+impl redolog::storage::StorageFile for SlowSyncFile {
+    fn size(&self) -> std::io::Result<u64> {
+        self.inner.size()
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.inner.read_exact_at(buf, offset)
+    }
+    fn write_all_at(&self, bufs: &[&[u8]], offset: u64) -> std::io::Result<()> {
+        self.inner.write_all_at(bufs, offset)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        let delay = self.delay_ms.load(std::sync::atomic::Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(delay));
+        self.inner.sync_data()
+    }
+}
+
+/// Runs `calls` on threads of their own; panics naming `what` if they have
+/// not all returned within `limit` (the threads are left behind).
+fn all_return_within<T: Send + 'static>(
+    limit: std::time::Duration,
+    what: &str,
+    calls: Vec<Box<dyn FnOnce() -> T + Send>>,
+) -> Vec<T> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let count = calls.len();
+    for (index, call) in calls.into_iter().enumerate() {
+        let sender = sender.clone();
+        std::thread::spawn(move || sender.send((index, call())));
+    }
+    let deadline = std::time::Instant::now() + limit;
+    let mut results: Vec<Option<T>> = (0..count).map(|_| None).collect();
+    for _ in 0..count {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let (index, result) =
+            receiver.recv_timeout(left).unwrap_or_else(|_| panic!("{what}: not every call returned in {limit:?}"));
+        results[index] = Some(result);
+    }
+    results.into_iter().map(|result| result.expect("every call sent its result")).collect()
+}
+
+/// Bug 2: a checkpoint at the end of ~1 MB of `Buffered` groups and a shrink
+/// begun while the checkpoint's sync was in flight deadlocked: the shrink
+/// lowered the writer's limit below what the checkpoint waited to sync, and
+/// waited for a checkpoint that only that wait would bring. A checkpoint in
+/// flight now holds the limit it set out to reach, and the shrink waits for
+/// it (DESIGN.md §1.18, INV-42).
+#[test]
+fn a_checkpoint_and_a_shrink_begun_during_its_sync_both_return() {
+    let storage = SlowSync::default();
+    let config = Config { capacity_bytes: 2 << 20, ..Config::default() };
+    let (log, _) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("create");
+    let log = std::sync::Arc::new(log);
+    let mut end = log.end_lsn();
+    while end.as_u64() < (1 << 20) {
+        end = log.append(&[5u8; 1000]).expect("append");
+    }
+    storage.delay_ms.store(300, std::sync::atomic::Ordering::SeqCst);
+    let (checkpointer, resizer) = (log.clone(), log.clone());
+    let results = all_return_within(
+        std::time::Duration::from_secs(20),
+        "a checkpoint beside a shrink",
+        vec![
+            Box::new(move || checkpointer.checkpoint(end)),
+            Box::new(move || {
+                // During the checkpoint's first sync (300 ms).
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                resizer.resize(1 << 20)
+            }),
+        ],
+    );
+    storage.delay_ms.store(0, std::sync::atomic::Ordering::SeqCst);
+    for result in results {
+        result.expect("checkpoint and resize succeed");
+    }
+    assert_eq!((log.checkpoint_lsn(), log.capacity_bytes()), (end, 1 << 20));
+    log.close().expect("close");
+    let (_, recovery) = Log::open_with_storage(Path::new(DIR), config, storage).expect("reopen");
+    assert_eq!((recovery.checkpoint_lsn(), recovery.count()), (end, 0));
+}
