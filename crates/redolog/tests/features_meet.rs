@@ -211,3 +211,27 @@ fn a_checkpoint_and_a_shrink_begun_during_its_sync_both_return() {
     let (_, recovery) = Log::open_with_storage(Path::new(DIR), config, storage).expect("reopen");
     assert_eq!((recovery.checkpoint_lsn(), recovery.count()), (end, 0));
 }
+
+/// Bug 3: an archiver started just before the last `Log` handle was dropped
+/// archived nothing (`stop()` gave the archive's start while the log went on
+/// past it): its thread began with a weak handle, found the log gone and
+/// returned. The archiver now holds the log from `start` on, so as the
+/// log's only holder it closes it and archives to its end, as documented.
+#[test]
+fn an_archiver_started_just_before_the_last_handle_is_dropped_archives_to_the_end() {
+    for round in 0..10 {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let (log, _) = Log::open(dir.path().join("redo"), common::archive_log()).expect("open");
+        let log = std::sync::Arc::new(log);
+        let mut end = log.end_lsn();
+        for index in 0..40u8 {
+            end = log.append(&[index; 300]).expect("append");
+        }
+        let archiver = redolog::archive::Archiver::start(&log, dir.path().join("archive")).expect("start");
+        drop(log);
+        assert_eq!(archiver.stop().expect("stop"), end, "round {round}: the archive ends where the log does");
+        let archive = redolog::archive::Archive::open(dir.path().join("archive")).expect("the archive");
+        let groups = archive.read_from(archive.start_lsn()).expect("read").count();
+        assert_eq!(groups, 40, "round {round}: every group archived");
+    }
+}

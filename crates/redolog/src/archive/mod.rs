@@ -11,7 +11,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -157,7 +157,7 @@ impl Archiver {
         });
         let advance_every = (log.core().files().group_bytes_max() / 8).max(1);
         let worker = Worker {
-            log: Arc::downgrade(log),
+            log: Some(log.clone()),
             shared: shared.clone(),
             consumer,
             segment,
@@ -496,9 +496,11 @@ impl SegmentWriter {
 
 /// The archiver thread's state.
 struct Worker {
-    /// Weak until the thread runs; then the thread holds it, and closes the
-    /// log (and archives to its end) once nobody else does.
-    log: Weak<Log>,
+    /// Held from `start` on, so a log whose last other handle is dropped
+    /// before the thread runs is still archived: the thread closes the log
+    /// (and archives to its end) once nobody else holds it. Taken by the
+    /// thread when it runs.
+    log: Option<Arc<Log>>,
     shared: Arc<Shared>,
     consumer: Consumer,
     segment: SegmentWriter,
@@ -524,7 +526,7 @@ impl Worker {
     }
 
     fn archive(&mut self) -> Result<()> {
-        let Some(log) = self.log.upgrade() else { return Ok(()) };
+        let Some(log) = self.log.take() else { return Ok(()) };
         let mut reader = log.read_from(self.segment.end)?.reading_written();
         let mut advanced_at = Instant::now();
         // Once asked to stop: what the log had written then, the last stretch.
