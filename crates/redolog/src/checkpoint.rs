@@ -14,6 +14,7 @@ use crate::format::{
 };
 use crate::lsn::{BlockNo, Lsn};
 use crate::metrics::MetricsRecorder;
+use crate::owner::Owner;
 use crate::pipeline::{PoisonOnPanic, Port, Stages};
 use crate::storage::StorageFile;
 use crate::sync::atomic::{AtomicU64, Ordering};
@@ -110,6 +111,8 @@ pub(crate) struct Checkpoints {
     /// Counts the changes a shrink waits for (a slot written, a reach given
     /// back): its wait's predicate (docs/DESIGN.md §1.18).
     changes: AtomicU64,
+    /// The write gate (INV-43): no slot once the directory's lock is released.
+    owner: Arc<Owner>,
 }
 
 /// The checkpoint coordinator held for a resize's switch (docs/DESIGN.md
@@ -127,6 +130,7 @@ impl Checkpoints {
         (ring_blocks, geometry): (u64, Geometry),
         (log_id, session): (u128, (u32, KeyTable)),
         (file, path): (Arc<dyn StorageFile>, PathBuf),
+        owner: Arc<Owner>,
     ) -> Self {
         let last = Last {
             number,
@@ -150,6 +154,7 @@ impl Checkpoints {
             session,
             geometry,
             changes: AtomicU64::new(0),
+            owner,
         }
     }
 
@@ -393,6 +398,10 @@ impl Checkpoints {
         stages: &Stages<W>,
         metrics: &MetricsRecorder,
     ) -> Result<()> {
+        // Nothing follows the clean-shutdown slot (it would clear the mark).
+        if last.closed {
+            return Err(Error::Closed);
+        }
         let number = last.number + 1;
         let slot = self.slot(number, (lsn, flags, consumers), 0, stages);
         // INV-15: this slot held checkpoint `number - 2`; the other slot keeps
@@ -400,7 +409,7 @@ impl Checkpoints {
         // Until the sync returns, a crash recovers from checkpoint
         // `number - 1`, whose log is intact because the writer never passed
         // its limit (INV-7).
-        put_slot((&last.file, &last.path), &slot, stages, ["checkpoint.write", "checkpoint.sync"])?;
+        put_slot((&last.file, &last.path), &slot, (stages, &self.owner), ["checkpoint.write", "checkpoint.sync"])?;
         let floor_before = last.floor();
         // A slot written for a consumer is not a checkpoint in the metrics.
         let checkpointed = slot.consumers == last.consumers;
@@ -491,9 +500,10 @@ impl SwitchSlots<'_> {
         let last = &mut *self.last;
         let state = (last.lsn, 0, last.consumers.clone());
         let fresh = checkpoints.slot(last.number + 2, state.clone(), 0, stages);
-        put_slot(new, &fresh, stages, ["resize.slot_write", "resize.slot_sync"])?;
+        let gate = (stages, &*checkpoints.owner);
+        put_slot(new, &fresh, gate, ["resize.slot_write", "resize.slot_sync"])?;
         let commit = checkpoints.slot(last.number + 1, state, file_bytes, stages);
-        put_slot((&last.file, &last.path), &commit, stages, ["resize.commit_write", "resize.commit_sync"])?;
+        put_slot((&last.file, &last.path), &commit, gate, ["resize.commit_write", "resize.commit_sync"])?;
         last.number += 2;
         (last.file, last.path) = (new.0.clone(), new.1.clone());
         last.ring_blocks = ring_blocks;
@@ -507,14 +517,16 @@ impl SwitchSlots<'_> {
     }
 }
 
-/// Writes `slot` into its place in `file` and syncs it; a failure poisons
-/// the log (INV-6). `[write, sync]` name the failpoints.
+/// Writes `slot` into its place in `file` and syncs it, holding the write
+/// gate (`Closed` once the directory's lock is released, INV-43); a failure
+/// poisons the log (INV-6). `[write, sync]` name the failpoints.
 fn put_slot<W>(
     (file, path): (&Arc<dyn StorageFile>, &PathBuf),
     slot: &CheckpointSlot,
-    stages: &Stages<W>,
+    (stages, owner): (&Stages<W>, &Owner),
     [write_fp, sync_fp]: [&'static str; 2],
 ) -> Result<()> {
+    let _owned = owner.enter()?;
     let offset = CHECKPOINT_SLOT_OFFSETS[CheckpointSlot::slot_index(slot.number)];
     let failure = |op, source| IoFailure { op, path: path.clone(), source };
     // A panic between the write and its sync leaves the slot's state unknown.

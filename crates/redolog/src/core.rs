@@ -25,6 +25,7 @@ use crate::error::{Error, IoFailure, Result};
 use crate::format::KeyTable;
 use crate::lsn::{BlockNo, Lsn};
 use crate::metrics::{LsnLevels, Metrics, MetricsRecorder};
+use crate::owner::Owner;
 use crate::pipeline::{Port, Site, Stages};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::wait::{PassTime, Spin, Waited};
@@ -47,6 +48,9 @@ pub(crate) struct StartState {
 /// An open log.
 pub(crate) struct Core {
     pub(crate) config: Config,
+    /// The directory's lock, and the write gate every write and sync of
+    /// the files passes (INV-19, INV-43).
+    pub(crate) owner: Arc<Owner>,
     /// The log's files, shared with the live readers (`live.rs`); the lock
     /// is the I/O gate: write passes hold it shared from reading their
     /// limits to the end of their write, sync passes for their fdatasyncs,
@@ -87,6 +91,7 @@ impl Core {
         files: Arc<Files>,
         (log_id, unsynced_bytes_max): (u128, u64),
         start: StartState,
+        owner: Arc<Owner>,
     ) -> Self {
         let (cipher, session) = match start.session {
             Some(session) => (Some(session.cipher), (session.epoch, session.keys)),
@@ -106,6 +111,7 @@ impl Core {
             (files.layout.ring_blocks, geometry),
             (log_id, session),
             (files.handles[0].clone(), files.paths[0].clone()),
+            owner.clone(),
         );
         let closer = Closer::beside(appender.link(), config.closed_window(), start.end);
         Core {
@@ -128,6 +134,7 @@ impl Core {
             files: parking_lot::RwLock::new(files),
             files_generation: AtomicU64::new(0),
             resizing: parking_lot::Mutex::new(()),
+            owner,
             config,
         }
     }
@@ -361,6 +368,8 @@ impl Port for Core {
         range: (Lsn, Lsn),
         synced: Lsn,
     ) -> std::result::Result<(), IoFailure> {
+        // INV-43: never once the directory's lock is released.
+        let _owned = self.owner.enter().map_err(|_| released(files, "write"))?;
         // INV-25: readers learn which lap's blocks may be written over before
         // any is. SeqCst: a reader loads it after its read.
         self.write_intent.fetch_max(range.1 .0, Ordering::SeqCst);
@@ -373,6 +382,7 @@ impl Port for Core {
     fn sync(&self, range: (Lsn, Lsn), started: Moment) -> std::result::Result<Moment, IoFailure> {
         // The gate, shared: a resize's switch waits for the fdatasyncs.
         let files = self.files.read();
+        let _owned = self.owner.enter().map_err(|_| released(&files, "fdatasync"))?;
         let fsyncs = files.sync_range(range, started, |elapsed_ns| {
             self.metrics.fsync_us.record_us(elapsed_ns / 1000);
             // The sync role's own counter (one syncer at a time).
@@ -431,6 +441,13 @@ impl Port for Core {
             self.set_dedicated(pipeline == Pipeline::Dedicated);
         }
     }
+}
+
+/// The failure of a write or sync attempted after the directory's lock was
+/// released (INV-43): nothing more is written.
+fn released(files: &Files, op: &'static str) -> IoFailure {
+    let source = std::io::Error::other("the log was closed and its directory lock released: nothing more is written");
+    IoFailure { op, path: files.dir(), source }
 }
 
 /// One stretch covering two tail moves (either may be absent): one

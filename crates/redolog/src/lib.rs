@@ -64,6 +64,7 @@ mod log;
 mod log_threads;
 mod lsn;
 mod metrics;
+mod owner;
 mod pipeline;
 mod recovery;
 mod resize;

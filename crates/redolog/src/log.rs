@@ -55,9 +55,6 @@ pub struct Log {
     timer_wake: Arc<(Mutex<()>, Condvar)>,
     /// The dedicated log writer and flusher, once a pipeline needed them.
     log_threads: Mutex<Vec<JoinHandle<()>>>,
-    /// The directory's exclusive lock (INV-19): held from before the first read
-    /// until `close` or drop.
-    dir_lock: Mutex<Option<LockHandle>>,
     /// Where the files live: a resize creates and renames files there.
     storage: Arc<dyn Storage>,
 }
@@ -151,18 +148,15 @@ impl Log {
             session: opened.session,
             last_block: scan.last_block,
         };
-        let core =
-            Arc::new(Core::new(config, opened.files, (opened.header.log_id, opened.header.unsynced_bytes_max), start));
+        // INV-19, INV-43: the directory's lock, held from before the first
+        // read until close or drop, is the gate of every write.
+        let owner = Arc::new(crate::owner::Owner::new(dir_lock));
+        let header = (opened.header.log_id, opened.header.unsynced_bytes_max);
+        let core = Arc::new(Core::new(config, opened.files, header, start, owner));
         let timer_wake = Arc::new((Mutex::new(()), Condvar::new()));
         let timer = spawn_timer(core.clone(), timer_wake.clone())?;
-        let log = Log {
-            core,
-            timer: Mutex::new(Some(timer)),
-            timer_wake,
-            log_threads: Mutex::new(Vec::new()),
-            dir_lock: Mutex::new(Some(dir_lock)),
-            storage,
-        };
+        let log =
+            Log { core, timer: Mutex::new(Some(timer)), timer_wake, log_threads: Mutex::new(Vec::new()), storage };
         log.set_pipeline(log.core.config.pipeline)?;
         Ok((log, recovery))
     }
@@ -353,6 +347,10 @@ impl Log {
     /// assert_eq!(log.active_pipeline(), Pipeline::GroupCommit);
     /// ```
     pub fn set_pipeline(&self, pipeline: Pipeline) -> Result<()> {
+        self.core.stages.check()?;
+        if self.core.owner.is_released() {
+            return Err(crate::Error::Closed);
+        }
         if pipeline != Pipeline::GroupCommit {
             let mut threads = self.log_threads.lock();
             if threads.is_empty() {
@@ -615,8 +613,9 @@ impl Log {
             }),
         };
         self.stop_threads();
-        // INV-19: the directory is free once nothing more will be written.
-        drop(self.dir_lock.lock().take());
+        // INV-19, INV-43: the directory is free once nothing more will be
+        // written, and nothing is after this.
+        self.core.owner.release();
         result
     }
 
@@ -641,7 +640,7 @@ impl Log {
         let source = std::io::Error::other("the process crashed here (Log::simulate_crash)");
         self.core.stages.poison(crate::error::IoFailure { op: "simulated crash", path: "".into(), source });
         self.stop_threads();
-        drop(self.dir_lock.lock().take());
+        self.core.owner.release();
         std::mem::forget(self);
     }
 
@@ -672,6 +671,9 @@ impl Drop for Log {
             let _ = self.close();
         } else {
             self.stop_threads();
+            // INV-43: a consumer's or archiver's handle may keep the core;
+            // it writes nothing more from here on.
+            self.core.owner.release();
         }
     }
 }

@@ -38,6 +38,9 @@ pub(crate) fn resize(core: &Core, storage: &Arc<dyn Storage>, capacity_bytes: u6
         return Err(Error::ResizeBusy { dir });
     };
     core.stages.check()?;
+    // INV-43: the resize writes files in the directory; close waits for it
+    // (its waits end at shutdown) before it releases the lock.
+    let _owned = core.owner.enter()?;
     if core.stages.is_shutdown() {
         return Err(Error::Closed);
     }

@@ -235,3 +235,44 @@ fn an_archiver_started_just_before_the_last_handle_is_dropped_archives_to_the_en
         assert_eq!(groups, 40, "round {round}: every group archived");
     }
 }
+
+/// Bug 4: a closed log still wrote. `checkpoint()` after `close()` returned
+/// `Ok` and wrote a slot after the directory's lock was released; with a
+/// second opener in between, the reopen started at that stray checkpoint
+/// and lost acknowledged records. `set_pipeline` after close returned `Ok`.
+/// Every write of the files now passes one gate, the directory's lock
+/// (INV-43): after close, no call of the public API touches the storage.
+#[test]
+fn a_closed_log_writes_nothing_whatever_is_called() {
+    let storage = CrashStorage::new();
+    let config = Config { pipeline: Pipeline::GroupCommit, ..common::small_log() };
+    let (log, _) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("create");
+    let end = log.commit(b"acknowledged", Durability::Synced).expect("commit");
+    drop(log.create_consumer("reader").expect("consumer"));
+    let mut consumer = log.consumer("reader").expect("attach");
+    log.close().expect("close");
+    let ops = storage.op_count();
+    // A second owner opens the directory and goes on.
+    let (second, _) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("reopen");
+    let second_end = second.commit(b"the second owner's", Durability::Synced).expect("commit");
+    let second_ops = storage.op_count();
+    assert!(matches!(log.checkpoint(end), Err(redolog::Error::Closed)), "checkpoint after close");
+    assert!(matches!(log.set_pipeline(Pipeline::Dedicated), Err(redolog::Error::Closed)), "set_pipeline after close");
+    assert!(matches!(log.append(b"late"), Err(redolog::Error::Closed)), "append after close");
+    assert!(matches!(log.resize(1 << 20), Err(redolog::Error::Closed)), "resize after close");
+    assert!(matches!(log.create_consumer("late"), Err(redolog::Error::Closed)), "create_consumer after close");
+    assert!(matches!(log.drop_consumer("reader"), Err(redolog::Error::Closed)), "drop_consumer after close");
+    assert!(matches!(consumer.advance(end), Err(redolog::Error::Closed)), "a consumer's advance after close");
+    log.wait(end, Durability::Synced).expect("what close synced stays synced");
+    log.close().expect("closing twice is harmless");
+    drop(consumer);
+    drop(log);
+    assert_eq!(storage.op_count(), second_ops, "the closed log touched the storage after close");
+    assert!(second_ops > ops, "the second owner wrote");
+    second.close().expect("close the second owner");
+    let (_, recovery) = Log::open_with_storage(Path::new(DIR), config, storage).expect("open again");
+    assert_eq!(recovery.end(), LogEnd::CleanShutdown);
+    let records: Vec<Vec<u8>> =
+        common::group_images(recovery, "the reopen").into_iter().flat_map(|(_, records)| records).collect();
+    assert_eq!(records, [b"acknowledged".to_vec(), b"the second owner's".to_vec()], "ends at {second_end}");
+}
