@@ -311,6 +311,13 @@ impl<'a> LogReader<'a> {
                 Step::End { .. } => return Ok(false),
             }
         }
+        // The limit stops a group only before it begins: a group that
+        // starts before `position` and ends after it is read whole, and
+        // `position` lies inside it (found by a check from outside the
+        // project: the reader then parsed from inside a group).
+        if walk.position() != from {
+            return Err(not_a_boundary(from));
+        }
         Ok(true)
     }
 }

@@ -276,3 +276,54 @@ fn a_closed_log_writes_nothing_whatever_is_called() {
         common::group_images(recovery, "the reopen").into_iter().flat_map(|(_, records)| records).collect();
     assert_eq!(records, [b"acknowledged".to_vec(), b"the second owner's".to_vec()], "ends at {second_end}");
 }
+
+/// Bug 5a: `read_from` at an LSN inside a group gave `Ok(None)` at some
+/// LSNs and `Corruption` at others; the documented answer is `InvalidLsn`.
+/// Every LSN of a stretch of groups across blocks is tried: a boundary
+/// reads its group (or, at the end, nothing yet), any other LSN is
+/// `InvalidLsn`.
+#[test]
+fn read_from_inside_a_group_is_invalid_lsn_at_every_lsn() {
+    let (log, _) = Log::open_with_storage(Path::new(DIR), ring_log(), MemStorage::new()).expect("create");
+    let first = log.end_lsn();
+    let mut starts = vec![first];
+    for (index, size) in [1usize, 40, 497, 520, 1300, 3, 900].into_iter().enumerate() {
+        let end = log.commit(&vec![index as u8; size], Durability::Synced).expect("commit");
+        starts.push(end);
+    }
+    // A group appended but not durable: a reader inside it finds nothing
+    // yet, and `InvalidLsn` once the group is durable.
+    log.append(&[9u8; 700]).expect("append");
+    let synced_end = *starts.last().expect("starts");
+    let mut outcomes = std::collections::BTreeMap::new();
+    let mut waiting = Vec::new();
+    for lsn in first.as_u64()..log.end_lsn().as_u64() {
+        let lsn = Lsn::from_u64(lsn);
+        let mut reader = match log.read_from(lsn) {
+            Err(redolog::Error::InvalidLsn { .. }) => {
+                *outcomes.entry("in a block header or trailer").or_insert(0) += 1;
+                continue;
+            }
+            other => other.expect("a reader"),
+        };
+        let outcome = reader.try_next();
+        let kind = match (&outcome, starts.contains(&lsn)) {
+            (Ok(Some(group)), true) if group.start_lsn() == lsn => "boundary",
+            (Ok(None), true) if lsn == synced_end => "boundary",
+            (Ok(None), false) if lsn > synced_end => {
+                waiting.push(reader);
+                "not durable yet"
+            }
+            (Err(redolog::Error::InvalidLsn { .. }), false) => "inside a group",
+            _ => panic!("read_from({lsn}): {outcome:?} (a boundary: {})", starts.contains(&lsn)),
+        };
+        *outcomes.entry(kind).or_insert(0) += 1;
+    }
+    log.wait(log.end_lsn(), Durability::Synced).expect("sync the last group");
+    for mut reader in waiting {
+        let outcome = reader.try_next();
+        assert!(matches!(outcome, Err(redolog::Error::InvalidLsn { .. })), "{reader:?}: {outcome:?}");
+    }
+    assert_eq!(outcomes["boundary"], starts.len(), "every boundary read: {outcomes:?}");
+    assert!(outcomes["inside a group"] > 3000 && outcomes["not durable yet"] > 600, "{outcomes:?}");
+}
