@@ -70,7 +70,8 @@ pub(crate) struct Engine {
     pub(crate) pool: BufferPool,
     /// The log's last checkpoint: this engine takes every one.
     pub(crate) checkpoint: AtomicU64,
-    /// A statement waits in the free check above this checkpoint age.
+    /// A statement waits in the free check above this checkpoint age: the
+    /// log's checkpoint-wanted level (`redolog::LogSpace`).
     pub(crate) free_check_age: u64,
     /// The log's capacity in bytes.
     pub(crate) capacity: u64,
@@ -105,11 +106,12 @@ impl Engine {
         io_capacity: u64,
         policy: Option<Arc<dyn SpacePolicy>>,
     ) -> Engine {
+        let free_check_age = log.space().checkpoint_wanted_age;
         Engine {
             log: Arc::new(log),
             pool,
             checkpoint: AtomicU64::new(checkpoint.as_u64()),
-            free_check_age: capacity / 4 * 3,
+            free_check_age,
             capacity,
             io_capacity: io_capacity.max(1),
             shutdown: AtomicBool::new(false),

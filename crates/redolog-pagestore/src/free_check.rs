@@ -1,5 +1,6 @@
 //! InnoDB's `log_free_check` (docs/PAGESTORE.md §10): one coordinator flushes
-//! when the log is short of space, the threads that must wait sleep on an
+//! when the log says a checkpoint is wanted (`Log::checkpoint_wanted`, 3/4
+//! of its usable bytes), the threads that must wait sleep on an
 //! event, and the threads that need not wait pay two atomic loads (MySQL bug
 //! #68555's convoy came from a global flag that sent every thread into the
 //! slow path). A benchmark's policy replaces it (`policy.rs`).
@@ -14,13 +15,13 @@ impl Engine {
         if let Some(policy) = &self.policy {
             return policy.free_check(&Space::new(self));
         }
-        if self.age() <= self.free_check_age {
+        if !self.log.checkpoint_wanted() {
             return Ok(());
         }
         let started = Instant::now();
         let mut coordinating = self.space.lock();
         loop {
-            if self.age() <= self.free_check_age {
+            if !self.log.checkpoint_wanted() {
                 break;
             }
             if *coordinating {

@@ -159,6 +159,14 @@ impl Appender {
         self.link.reserved()
     }
 
+    /// Where a group of `records` would end if it were reserved now, or
+    /// `None` if it is too large to append (the append says why).
+    pub(crate) fn end_after(&self, records: &[&[u8]]) -> Option<Lsn> {
+        let bytes = encoded_group_bytes(records)?;
+        let sn = self.sn().load(Ordering::SeqCst) & !SN_CLOSED;
+        Some(Sn(sn + bytes).to_lsn(self.geometry))
+    }
+
     /// End of everything reserved so far.
     pub(crate) fn reserved_end(&self) -> Lsn {
         self.reserved_end_in(self.geometry)

@@ -120,6 +120,20 @@ pub struct Config {
     /// for a log created without it is `Error::NotEncrypted`. See
     /// [`crate::encryption`].
     pub encryption: Option<crate::encryption::Encryption>,
+    /// How long an append or a `Written`/`Synced` wait waits for a checkpoint
+    /// when the log is full (default: no bound — wait, as InnoDB's
+    /// `log_free_check` does; at most [`Config::FLUSH_INTERVAL_MAX`]). With a
+    /// bound, an append whose group would end past what the files can take
+    /// before the next checkpoint, and a wait for an LSN past it, wait that
+    /// long for a checkpoint (or a consumer's advance) to free the space, then
+    /// fail with `Error::LogFull`, naming the checkpoint and the bytes
+    /// needed: the append reserved nothing, the waited-for group stays
+    /// appended and becomes durable once space is freed (docs/DESIGN.md
+    /// §1.8, INV-44). For a service that would rather answer "busy" than
+    /// stall. Whatever the bound, a full log is logged once per episode and
+    /// counted (`Metrics::log_full_episodes`), and [`crate::Log::space`]
+    /// says when a checkpoint is wanted, before the log is full.
+    pub log_full_timeout: Option<Duration>,
 }
 
 impl Default for Config {
@@ -135,6 +149,7 @@ impl Default for Config {
             group_readable: false,
             closed_window_bytes: 2 << 20,
             encryption: None,
+            log_full_timeout: None,
         }
     }
 }
@@ -239,6 +254,14 @@ impl Config {
         )?;
         if let Some(nice) = self.log_thread_nice {
             check("Config::log_thread_nice", (-20..=19).contains(&nice), nice.to_string(), "-20..=19".into())?;
+        }
+        if let Some(timeout) = self.log_full_timeout {
+            check(
+                "Config::log_full_timeout",
+                timeout <= Self::FLUSH_INTERVAL_MAX,
+                format!("{timeout:?}"),
+                format!("at most {:?}", Self::FLUSH_INTERVAL_MAX),
+            )?;
         }
         Ok(())
     }

@@ -79,7 +79,21 @@ pub(crate) struct Core {
     async_recent: AtomicBool,
     /// When `tick` next checks whether asynchronous waiters are gone.
     async_check_due_ns: AtomicU64,
+    /// The file limit block (+ 1) the writer found the log full at, 0 when
+    /// it is not: a full log is logged and counted once per episode (INV-44).
+    full_at: AtomicU64,
+    /// When the episode began (`Moment` ns).
+    full_since_ns: AtomicU64,
+    /// The checkpoint age is past the checkpoint-wanted level (§1.8): logged
+    /// and counted once per episode.
+    checkpoint_wanted: AtomicBool,
+    /// That level for the files now (a resize changes it).
+    checkpoint_wanted_age: AtomicU64,
 }
+
+/// The share of the usable bytes past which a checkpoint is wanted (§1.8,
+/// InnoDB's `log_free_check` margin; the page store's free check): 3/4.
+const CHECKPOINT_WANTED: (u64, u64) = (3, 4);
 
 /// How long a log that asked for group commit keeps its log threads after the
 /// last asynchronous waiter (INV-27).
@@ -131,6 +145,10 @@ impl Core {
             async_seen: AtomicBool::new(false),
             async_recent: AtomicBool::new(false),
             async_check_due_ns: AtomicU64::new(0),
+            full_at: AtomicU64::new(0),
+            full_since_ns: AtomicU64::new(0),
+            checkpoint_wanted: AtomicBool::new(false),
+            checkpoint_wanted_age: AtomicU64::new(Self::wanted_age(files.layout.ring_blocks)),
             files: parking_lot::RwLock::new(files),
             files_generation: AtomicU64::new(0),
             resizing: parking_lot::Mutex::new(()),
@@ -146,12 +164,140 @@ impl Core {
         Ok((start, end))
     }
 
+    /// INV-44: with `Config::log_full_timeout`, waits at most that long for
+    /// the writer's limit to take the log up to `end` (a group about to be
+    /// appended ends there, or a waiter needs it written): `Error::LogFull`
+    /// once the time is up. Without the setting, or with room, at once.
+    pub(crate) fn wait_for_room(&self, end: Lsn) -> Result<()> {
+        let Some(timeout) = self.config.log_full_timeout else { return Ok(()) };
+        let mut limit = self.checkpoints.file_limit();
+        if end <= limit.data_start() {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let deadline = started + timeout;
+        self.note_full(limit, end);
+        loop {
+            self.stages.check()?;
+            if self.stages.is_shutdown() {
+                return Err(Error::Closed);
+            }
+            let freed = self.stages.wait_space_freed_until(limit, deadline, || self.checkpoints.file_limit() > limit);
+            limit = self.checkpoints.file_limit();
+            if end <= limit.data_start() {
+                return Ok(());
+            }
+            if !freed && std::time::Instant::now() >= deadline {
+                self.metrics.log_full_refusals.add(1);
+                let space = self.space();
+                return Err(Error::LogFull {
+                    checkpoint_lsn: space.checkpoint_lsn,
+                    needed_bytes: end.0 - limit.data_start().0,
+                    held_by: space.held_by,
+                    waited: started.elapsed(),
+                });
+            }
+        }
+    }
+
+    /// INV-44: the log is full — the writer stopped at `limit`, the file
+    /// limit, or an append or wait needs the log up to `end` past it — once
+    /// per episode: counted, and logged with the checkpoint age and the
+    /// bytes needed.
+    fn note_full(&self, limit: BlockNo, end: Lsn) {
+        if self.full_at.swap(limit.0 + 1, Ordering::Relaxed) != 0 {
+            return;
+        }
+        self.full_since_ns.store(Moment::now().as_ns(), Ordering::Relaxed);
+        self.metrics.log_full_episodes.add(1);
+        let space = self.space();
+        let needed = end.0.saturating_sub(limit.data_start().0);
+        log::warn!(
+            "redolog {}: the log is full: the checkpoint at LSN {} is {} bytes behind the end (of {} usable){}; \
+             {needed} bytes more are needed: waiting for a checkpoint{}",
+            self.files().dir().display(),
+            space.checkpoint_lsn,
+            space.checkpoint_age(),
+            space.usable_bytes,
+            space.held_by.as_ref().map(|name| format!(", held by consumer {name:?}")).unwrap_or_default(),
+            match self.config.log_full_timeout {
+                Some(timeout) => format!(" (appends and waits give up after {timeout:?})"),
+                None => String::new(),
+            },
+        );
+    }
+
+    /// How much of the log is in use, and whether a checkpoint is wanted.
+    pub(crate) fn space(&self) -> crate::metrics::LogSpace {
+        let usable = self.files().layout.ring_blocks * crate::format::BLOCK_BYTES as u64;
+        let checkpoint = self.checkpoints.lsn();
+        let oldest = self.checkpoints.floor();
+        let held_by = (oldest < checkpoint)
+            .then(|| self.checkpoints.consumers().into_iter().min_by_key(|(_, lsn)| *lsn).map(|(name, _)| name))
+            .flatten();
+        crate::metrics::LogSpace {
+            checkpoint_lsn: checkpoint,
+            oldest_lsn: oldest,
+            end_lsn: self.appender.reserved_end(),
+            writable_end_lsn: self.checkpoints.file_limit().data_start(),
+            usable_bytes: usable,
+            checkpoint_wanted_age: self.checkpoint_wanted_age.load(Ordering::Relaxed),
+            held_by,
+        }
+    }
+
+    /// Whether the checkpoint age is past the checkpoint-wanted level: three
+    /// loads, for a free check on every statement.
+    pub(crate) fn checkpoint_wanted(&self) -> bool {
+        let age = self.appender.reserved_end().0.saturating_sub(self.checkpoints.lsn().0);
+        age >= self.checkpoint_wanted_age.load(Ordering::Relaxed)
+    }
+
+    /// The checkpoint-wanted level of files of `ring_blocks` blocks.
+    fn wanted_age(ring_blocks: u64) -> u64 {
+        ring_blocks * crate::format::BLOCK_BYTES as u64 / CHECKPOINT_WANTED.1 * CHECKPOINT_WANTED.0
+    }
+
+    /// After a write pass up to `end`: ends a full-log episode the writer got
+    /// past, and notes the checkpoint-wanted level once per episode (§1.8).
+    fn after_write(&self, files: &Files, end: Lsn) {
+        let full_at = self.full_at.load(Ordering::Relaxed);
+        if full_at != 0 && end > BlockNo(full_at - 1).data_start() && self.full_at.swap(0, Ordering::Relaxed) != 0 {
+            let waited_ms =
+                Moment::now().as_ns().saturating_sub(self.full_since_ns.load(Ordering::Relaxed)) / 1_000_000;
+            log::info!("redolog {}: log space freed, the writer goes on after {waited_ms} ms", files.dir().display());
+        }
+        let usable = files.layout.ring_blocks * crate::format::BLOCK_BYTES as u64;
+        let age = end.0.saturating_sub(self.checkpoints.lsn().0);
+        let wanted = age >= Self::wanted_age(files.layout.ring_blocks);
+        if wanted != self.checkpoint_wanted.load(Ordering::Relaxed)
+            && self.checkpoint_wanted.swap(wanted, Ordering::Relaxed) != wanted
+            && wanted
+        {
+            self.metrics.checkpoint_wanted_episodes.add(1);
+            log::info!(
+                "redolog {}: a checkpoint is wanted: the checkpoint at LSN {} is {age} bytes behind the written end, \
+                 past {}/{} of the {usable} usable bytes",
+                files.dir().display(),
+                self.checkpoints.lsn(),
+                CHECKPOINT_WANTED.0,
+                CHECKPOINT_WANTED.1,
+            );
+        }
+    }
+
     /// Appends one group and waits for space in the closed window (§1.13).
     /// Returns the group's range and the notice of the move of `ready` its
     /// publish made, which the caller gives when it closes the group
     /// (`close_group`): nobody is woken while the group holds the closed
     /// window (INV-39).
     pub(crate) fn begin_group(&self, records: &[&[u8]]) -> Result<(Lsn, Lsn, Moved)> {
+        if self.config.log_full_timeout.is_some() {
+            // INV-44: before the group takes its LSNs.
+            if let Some(end) = self.appender.end_after(records) {
+                self.wait_for_room(end)?;
+            }
+        }
         let (start, end, mut ready_moved) = self.appender.append_group(records, &self.stages, self, &self.metrics)?;
         if !self.closer.has_space(start) {
             // The window is full: nobody may wait for our notice while we
@@ -222,6 +368,11 @@ impl Core {
             return self.stages.check();
         }
         let started = Moment::now();
+        // INV-44: a bounded wait for room first, if the user asked for one.
+        if let Err(error) = self.wait_for_room(lsn) {
+            self.metrics.commit_wait_us.record_us(Moment::now().ns_since(started) / 1000);
+            return Err(error);
+        }
         let result = match durability {
             Durability::Written => self.stages.wait_written(self, lsn, Site::Write),
             _ => self.stages.wait_synced(self, lsn),
@@ -277,6 +428,7 @@ impl Core {
     /// Replaces the files under the exclusive gate, and counts the switch
     /// before the gate is released.
     pub(crate) fn switch_files(&self, gate: &mut parking_lot::RwLockWriteGuard<'_, Arc<Files>>, files: Arc<Files>) {
+        self.checkpoint_wanted_age.store(Self::wanted_age(files.layout.ring_blocks), Ordering::Relaxed);
         **gate = files;
         self.files_generation.fetch_add(1, Ordering::SeqCst);
     }
@@ -376,6 +528,7 @@ impl Port for Core {
         let done = writer.write(self.appender.ring(), files, range, synced)?;
         self.metrics.writes.add(done.calls);
         self.metrics.bytes_written.add(done.bytes);
+        self.after_write(files, range.1);
         Ok(())
     }
 
@@ -390,6 +543,10 @@ impl Port for Core {
         })?;
         self.metrics.fsyncs.add(fsyncs.calls);
         Ok(fsyncs.finished)
+    }
+
+    fn file_space_short(&self, limit: BlockNo) {
+        self.note_full(limit, self.appender.ready());
     }
 
     fn count_wait(&self, site: Site, had_to_wait: bool, waited: Waited) {

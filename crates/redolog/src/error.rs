@@ -51,6 +51,28 @@ pub enum Error {
     #[error("log is closed")]
     Closed,
 
+    /// The log is full and no checkpoint freed space within
+    /// `Config::log_full_timeout` (docs/DESIGN.md INV-44). An append that
+    /// got this reserved nothing; a wait that got it leaves its group
+    /// appended, to become durable once space is freed. Checkpoint (flush
+    /// the pages the log protects), or advance the consumer that holds it.
+    #[error(
+        "log is full: {needed_bytes} bytes more are needed than the files take before the next checkpoint \
+         (checkpoint at LSN {checkpoint_lsn}{}; waited {waited:?})",
+        held_by.as_ref().map(|name| format!(", space held by consumer {name:?}")).unwrap_or_default()
+    )]
+    LogFull {
+        /// The last checkpoint: the log keeps everything after it.
+        checkpoint_lsn: Lsn,
+        /// How many bytes past the writer's limit the append or wait needs.
+        needed_bytes: u64,
+        /// The consumer whose position holds the space, if one does (the
+        /// checkpoint is past it, §1.16).
+        held_by: Option<String>,
+        /// How long it waited for space.
+        waited: std::time::Duration,
+    },
+
     /// The directory holds files that are not a redolog log.
     #[error("{path} is not a redolog directory: {reason}")]
     NotALog {

@@ -82,7 +82,7 @@ pub use failpoint::FAILPOINTS;
 pub use live::LogReader;
 pub use log::{Log, MiniTransaction};
 pub use lsn::Lsn;
-pub use metrics::{LatencySummary, LsnLevels, Metrics, WaitStats};
+pub use metrics::{LatencySummary, LogSpace, LsnLevels, Metrics, WaitStats};
 pub use recovery::inspect;
 pub use recovery::{Group, LogEnd, Recovery};
 

@@ -395,6 +395,28 @@ impl Log {
         self.core.active()
     }
 
+    /// How much of the log is in use: the checkpoint age, what the writer
+    /// may still write before the next checkpoint, and whether a checkpoint
+    /// is wanted (docs/DESIGN.md §1.8). See [`crate::LogSpace`].
+    pub fn space(&self) -> crate::LogSpace {
+        self.core.space()
+    }
+
+    /// Whether the checkpoint age is past the checkpoint-wanted level (3/4 of
+    /// [`Log::usable_bytes`]): an engine's free check, cheap enough for every
+    /// statement (InnoDB's `log_free_check`). Flush pages and checkpoint
+    /// while it is true, before appends wait for the log to have room.
+    ///
+    /// ```
+    /// # use redolog::{Config, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// assert!(!log.checkpoint_wanted());
+    /// ```
+    pub fn checkpoint_wanted(&self) -> bool {
+        self.core.checkpoint_wanted()
+    }
+
     /// A snapshot of the counters and latency histograms.
     pub fn metrics(&self) -> Metrics {
         self.core.metrics()

@@ -237,6 +237,12 @@ pub(crate) struct MetricsRecorder {
     /// Chunks after the first of groups larger than half the ring.
     pub(crate) extra_chunks: Counter,
     pub(crate) checkpoints: Counter,
+    /// Times the writer found the log full (INV-44).
+    pub(crate) log_full_episodes: Counter,
+    /// `Error::LogFull`s given (`Config::log_full_timeout`).
+    pub(crate) log_full_refusals: Counter,
+    /// Times the checkpoint age passed the checkpoint-wanted level (§1.8).
+    pub(crate) checkpoint_wanted_episodes: Counter,
     /// Time spent in fdatasync, in ns (pg_stat_wal's `wal_sync_time`): the
     /// sync role's.
     pub(crate) fsync_ns: RoleCounter,
@@ -270,6 +276,9 @@ impl MetricsRecorder {
             records_beyond_one: Counter::default(),
             extra_chunks: Counter::default(),
             checkpoints: Counter::default(),
+            log_full_episodes: Counter::default(),
+            log_full_refusals: Counter::default(),
+            checkpoint_wanted_episodes: Counter::default(),
             fsync_ns: RoleCounter::default(),
             commit_wait_us: LatencyRecorder::new(("redolog_commit_wait_seconds", log)),
             fsync_us: LatencyRecorder::new(("redolog_fsync_seconds", log)),
@@ -291,6 +300,9 @@ impl MetricsRecorder {
             log_groups: groups,
             log_records: records,
             log_checkpoints: self.checkpoints.get(),
+            log_full_episodes: self.log_full_episodes.get(),
+            log_full_refusals: self.log_full_refusals.get(),
+            log_checkpoint_wanted_episodes: self.checkpoint_wanted_episodes.get(),
             // The write passes' own timing (`PassTime`): set by `Core::metrics`.
             log_write_time_us: 0,
             log_fsync_time_us: self.fsync_ns.get() / 1000,
@@ -396,6 +408,68 @@ impl LsnLevels {
     }
 }
 
+/// How much of the log is in use, from [`crate::Log::space`]: what an
+/// engine's free check (InnoDB's `log_free_check`) reads to flush pages
+/// before the log is full.
+///
+/// ```
+/// use redolog::{Config, Durability, Log};
+/// let dir = tempfile::tempdir().unwrap();
+/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// let space = log.space();
+/// assert_eq!((space.checkpoint_age(), space.usable_bytes), (0, log.usable_bytes()));
+/// assert!(!space.checkpoint_wanted() && space.free_bytes() > 0);
+/// while !log.checkpoint_wanted() {
+///     log.append(&[7u8; 4000]).unwrap();
+/// }
+/// let space = log.space();
+/// assert!(space.checkpoint_wanted() && space.checkpoint_age() >= space.checkpoint_wanted_age);
+/// log.checkpoint(log.end_lsn()).unwrap();
+/// assert!(!log.checkpoint_wanted());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogSpace {
+    /// The last checkpoint.
+    pub checkpoint_lsn: crate::Lsn,
+    /// The oldest LSN the log keeps: the checkpoint, or a consumer's
+    /// position before it.
+    pub oldest_lsn: crate::Lsn,
+    /// The end of everything appended.
+    pub end_lsn: crate::Lsn,
+    /// How far the writer may write before the next checkpoint (or
+    /// consumer advance): a lap of the files past `oldest_lsn`.
+    pub writable_end_lsn: crate::Lsn,
+    /// The bytes the files hold between a checkpoint and the writer's limit
+    /// (`Log::usable_bytes`).
+    pub usable_bytes: u64,
+    /// The checkpoint age past which a checkpoint is wanted: 3/4 of the
+    /// usable bytes (the margin an engine's free check flushes at).
+    pub checkpoint_wanted_age: u64,
+    /// The consumer whose position is `oldest_lsn`, when it is not the
+    /// checkpoint.
+    pub held_by: Option<String>,
+}
+
+impl LogSpace {
+    /// Bytes between the checkpoint and the end (`log_lsn_checkpoint_age`).
+    pub fn checkpoint_age(&self) -> u64 {
+        self.end_lsn.as_u64().saturating_sub(self.checkpoint_lsn.as_u64())
+    }
+
+    /// Whether the checkpoint age is at or past `checkpoint_wanted_age`:
+    /// flush pages and checkpoint now, before appends wait for it.
+    pub fn checkpoint_wanted(&self) -> bool {
+        self.checkpoint_age() >= self.checkpoint_wanted_age
+    }
+
+    /// Bytes that can still be appended before the writer has to wait for
+    /// a checkpoint; 0 when the log is full.
+    pub fn free_bytes(&self) -> u64 {
+        self.writable_end_lsn.as_u64().saturating_sub(self.end_lsn.as_u64())
+    }
+}
+
 /// A snapshot of a log's metrics, from `Log::metrics`.
 ///
 /// ```
@@ -428,6 +502,17 @@ pub struct Metrics {
     pub log_records: u64,
     /// Checkpoints written.
     pub log_checkpoints: u64,
+    /// Times the writer found the log full: it had written up to the file
+    /// limit and waited for a checkpoint (or a consumer) to free space. Each
+    /// episode is logged once, with the checkpoint age and the bytes needed
+    /// (docs/DESIGN.md INV-44).
+    pub log_full_episodes: u64,
+    /// Appends and waits refused with `Error::LogFull` after
+    /// `Config::log_full_timeout`.
+    pub log_full_refusals: u64,
+    /// Times the checkpoint age passed the checkpoint-wanted level
+    /// ([`LogSpace::checkpoint_wanted`]).
+    pub log_checkpoint_wanted_episodes: u64,
     /// Time spent in write passes (the write calls to the OS and their
     /// bookkeeping), in µs (pg_stat_wal's `wal_write_time`).
     pub log_write_time_us: u64,
@@ -505,6 +590,9 @@ impl Metrics {
             ("log_groups".to_string(), self.log_groups),
             ("log_records".to_string(), self.log_records),
             ("log_checkpoints".to_string(), self.log_checkpoints),
+            ("log_full_episodes".to_string(), self.log_full_episodes),
+            ("log_full_refusals".to_string(), self.log_full_refusals),
+            ("log_checkpoint_wanted_episodes".to_string(), self.log_checkpoint_wanted_episodes),
             ("log_write_time_us".to_string(), self.log_write_time_us),
             ("log_fsync_time_us".to_string(), self.log_fsync_time_us),
             ("log_pipeline_switches".to_string(), self.log_pipeline_switches),

@@ -327,3 +327,74 @@ fn read_from_inside_a_group_is_invalid_lsn_at_every_lsn() {
     assert_eq!(outcomes["boundary"], starts.len(), "every boundary read: {outcomes:?}");
     assert!(outcomes["inside a group"] > 3000 && outcomes["not durable yet"] > 600, "{outcomes:?}");
 }
+
+/// Bug 5b: a full log hung with no error, log line, metric or bound. Now a
+/// checkpoint is wanted before the log is full (`checkpoint_wanted`, at 3/4
+/// of the usable bytes); the episode is counted and logged once when the
+/// log is full; and with `Config::log_full_timeout` an append gives up with
+/// `LogFull` before it takes LSNs, naming the checkpoint, the bytes needed
+/// and a consumer holding the space (INV-44).
+#[test]
+fn a_full_log_is_wanted_counted_and_bounded() {
+    // Without a bound: a commit waits for the checkpoint, as before, but
+    // the episode is counted.
+    let (log, _) = Log::open_with_storage(Path::new(DIR), ring_log(), MemStorage::new()).expect("create");
+    let log = std::sync::Arc::new(log);
+    let mut wanted_before_full = false;
+    let mut last = log.end_lsn();
+    while log.space().free_bytes() >= 2000 {
+        last = log.commit(&[3u8; 900], Durability::Synced).expect("commit");
+        wanted_before_full |= log.checkpoint_wanted();
+    }
+    assert!(wanted_before_full, "a checkpoint was wanted before the log was full");
+    let waiter = log.clone();
+    // Larger than what is left.
+    let blocked = std::thread::spawn(move || waiter.commit(&[3u8; 3000], Durability::Synced));
+    while log.metrics().log_full_episodes == 0 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(!blocked.is_finished(), "the commit waits for a checkpoint");
+    log.checkpoint(last).expect("checkpoint");
+    blocked.join().expect("the commit's thread").expect("the commit, after the checkpoint");
+    let metrics = log.metrics();
+    assert_eq!(
+        (metrics.log_full_episodes, metrics.log_full_refusals, metrics.log_checkpoint_wanted_episodes),
+        (1, 0, 1)
+    );
+
+    // With a bound: the append that would pass the writer's limit waits
+    // that long, then is refused, having reserved nothing.
+    let timeout = std::time::Duration::from_millis(200);
+    let config = Config { log_full_timeout: Some(timeout), ..ring_log() };
+    let (log, _) = Log::open_with_storage(Path::new(DIR), config, MemStorage::new()).expect("create");
+    let checkpoint = log.checkpoint_lsn();
+    let mut last = checkpoint;
+    let refused = loop {
+        match log.commit(&[3u8; 900], Durability::Synced) {
+            Ok(end) => last = end,
+            Err(error) => break error,
+        }
+    };
+    let redolog::Error::LogFull { checkpoint_lsn, needed_bytes, held_by, waited } = refused else {
+        panic!("a commit on a full log: {refused:?}");
+    };
+    assert_eq!((checkpoint_lsn, held_by), (checkpoint, None));
+    assert!(needed_bytes > 0 && waited >= timeout, "{needed_bytes} bytes needed, waited {waited:?}");
+    assert_eq!(log.end_lsn(), last, "a refused append reserves nothing");
+    let metrics = log.metrics();
+    assert_eq!((metrics.log_full_episodes, metrics.log_full_refusals), (1, 1), "one episode, one refusal");
+    // A checkpoint frees the space.
+    log.checkpoint(last).expect("checkpoint");
+    assert!(log.space().free_bytes() > 0 && !log.checkpoint_wanted());
+    log.commit(&[4u8; 900], Durability::Synced).expect("a commit after the checkpoint");
+    // A consumer that holds the space is named.
+    let _held = log.create_consumer("replica").expect("consumer");
+    let refused = loop {
+        match log.commit(&[5u8; 900], Durability::Synced) {
+            Ok(end) => log.checkpoint(end).expect("checkpoint past the consumer"),
+            Err(error) => break error,
+        }
+    };
+    assert!(matches!(&refused, redolog::Error::LogFull { held_by: Some(name), .. } if name == "replica"), "{refused}");
+    assert_eq!(log.metrics().log_full_episodes, 2);
+}

@@ -239,6 +239,7 @@ impl<W> Stages<W> {
     pub(super) fn wait_for_writable<P: Port<Writer = W>>(&self, port: &P, written: Lsn) -> Result<()> {
         let limit = port.file_limit();
         if limit.data_start() <= written {
+            port.file_space_short(limit);
             let site = if port.limit_held_by_consumer() { Site::Consumer } else { Site::FileSpace };
             let waited = self
                 .space_events

@@ -115,6 +115,12 @@ pub(crate) trait Port {
     fn sync(&self, range: (Lsn, Lsn), started: Moment) -> std::result::Result<Moment, IoFailure>;
     /// A wait at `site` ended (`had_to_wait`: it did not find its value at once).
     fn count_wait(&self, site: Site, had_to_wait: bool, waited: Waited);
+    /// The writer is about to wait for file space: it has written everything
+    /// up to `limit`, the file limit (INV-7), and more is ready. The log
+    /// reports a full log once per episode (INV-44).
+    fn file_space_short(&self, limit: BlockNo) {
+        let _ = limit;
+    }
     /// How a thread waiting on a pass of `pass` may spin (§1.10).
     fn spin_for(&self, pass: &PassTime) -> Spin;
     /// Periodic work after a write pass (the CPU monitor, `Auto`); cheap when
@@ -364,6 +370,13 @@ impl<W> Stages<W> {
     /// the space a consumer holds (docs/DESIGN.md §1.16).
     pub(crate) fn wait_space_freed(&self, limit: BlockNo, freed: impl Fn() -> bool) -> Waited {
         self.space_events.wait(limit.0, Spin::NONE, || self.is_poisoned() || self.is_shutdown() || freed())
+    }
+
+    /// `wait_space_freed` until `deadline` at the latest; returns whether
+    /// `freed()` (or the poison or shutdown) ended it: a wait bounded by
+    /// `Config::log_full_timeout` (INV-44).
+    pub(crate) fn wait_space_freed_until(&self, limit: BlockNo, deadline: Instant, freed: impl Fn() -> bool) -> bool {
+        self.space_events.wait_until(limit.0, deadline, || self.is_poisoned() || self.is_shutdown() || freed())
     }
 
     /// Blocks the writer may run ahead of the sync frontier (INV-8).
