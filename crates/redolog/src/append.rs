@@ -244,6 +244,10 @@ impl Appender {
     fn reserve(&self, bytes: u64) -> Result<u64> {
         let start_sn = self.sn().fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
         if start_sn & SN_CLOSED != 0 {
+            // Given back: a closed log's end stays where its close left it
+            // (the simulation found a checkpoint at a closed log's end,
+            // moved by a refused append, waiting for bytes nobody writes).
+            self.sn().fetch_sub(bytes, std::sync::atomic::Ordering::SeqCst);
             return Err(Error::Closed);
         }
         Ok(start_sn)

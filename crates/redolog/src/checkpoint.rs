@@ -214,6 +214,11 @@ impl Checkpoints {
         if lsn <= self.lsn() {
             return Ok(());
         }
+        // A closed log syncs nothing more (INV-43): its checkpoints are
+        // `Closed`, never a wait.
+        if self.owner.is_released() || self.last.lock().closed {
+            return Err(Error::Closed);
+        }
         self.make_durable(lsn, (stages, port), metrics)?;
         let mut last = self.last.lock();
         if lsn <= last.lsn {

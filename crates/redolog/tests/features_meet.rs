@@ -257,6 +257,12 @@ fn a_closed_log_writes_nothing_whatever_is_called() {
     let second_end = second.commit(b"the second owner's", Durability::Synced).expect("commit");
     let second_ops = storage.op_count();
     assert!(matches!(log.checkpoint(end), Err(redolog::Error::Closed)), "checkpoint after close");
+    // Found by the simulation: a refused append moved the closed log's end,
+    // and a checkpoint there waited for bytes nobody would write.
+    let closed_end = log.end_lsn();
+    assert!(matches!(log.append(b"refused"), Err(redolog::Error::Closed)));
+    assert_eq!(log.end_lsn(), closed_end, "a refused append leaves a closed log's end");
+    assert!(matches!(log.checkpoint(log.end_lsn()), Err(redolog::Error::Closed)), "a checkpoint at a closed log's end");
     assert!(matches!(log.set_pipeline(Pipeline::Dedicated), Err(redolog::Error::Closed)), "set_pipeline after close");
     assert!(matches!(log.append(b"late"), Err(redolog::Error::Closed)), "append after close");
     assert!(matches!(log.resize(1 << 20), Err(redolog::Error::Closed)), "resize after close");
