@@ -211,13 +211,13 @@ impl Checkpoints {
             return Err(Error::InvalidLsn { lsn, reason: "it points into a block header or trailer" });
         }
         stages.check()?;
-        if lsn <= self.lsn() {
-            return Ok(());
-        }
         // A closed log syncs nothing more (INV-43): its checkpoints are
         // `Closed`, never a wait.
         if self.owner.is_released() || self.last.lock().closed {
             return Err(Error::Closed);
+        }
+        if lsn <= self.lsn() {
+            return Ok(());
         }
         self.make_durable(lsn, (stages, port), metrics)?;
         let mut last = self.last.lock();

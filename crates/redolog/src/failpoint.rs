@@ -37,6 +37,8 @@ pub const FAILPOINTS: &[&str] = &[
     "session.sync",
     "cut.clear_write",
     "cut.clear_sync",
+    // The files holding the recovered log, synced before it goes on (INV-45).
+    "recovery.sync",
     // A resize's (src/resize.rs, docs/DESIGN.md §1.18); reached by tests/resize_faults.rs.
     "resize.open",
     "resize.write",

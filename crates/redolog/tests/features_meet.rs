@@ -404,3 +404,47 @@ fn a_full_log_is_wanted_counted_and_bounded() {
     assert!(matches!(&refused, redolog::Error::LogFull { held_by: Some(name), .. } if name == "replica"), "{refused}");
     assert_eq!(log.metrics().log_full_episodes, 2);
 }
+
+/// Found by the simulation: a recovery returned groups a process crash had
+/// left written but not synced (in the page cache), and the log went on
+/// after them; a power loss then lost those groups — which the engine had
+/// replayed, and may have flushed pages from — and with them the commits
+/// acknowledged after them. Open now syncs the files it recovered from
+/// before it returns (PostgreSQL syncs its data directory after a crash
+/// for the same reason), so what recovery returns is durable (INV-45).
+#[test]
+fn what_a_recovery_returns_survives_a_power_loss_after_it() {
+    let storage = CrashStorage::new();
+    let config = Config { pipeline: Pipeline::GroupCommit, ..common::small_log() };
+    let (log, _) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("create");
+    let mut synced = Vec::new();
+    // Up to near the end of the first file (its blocks end at LSN 16384)...
+    while log.end_lsn().as_u64() < 14_000 {
+        let record = format!("synced {}", synced.len()).into_bytes();
+        log.commit(&record, Durability::Synced).expect("commit");
+        synced.push(record);
+    }
+    // ... then a group across it: the next session syncs the second file,
+    // which it writes, and not the first.
+    let written = vec![7u8; 4000];
+    log.commit(&written, Durability::Written).expect("commit");
+    log.simulate_crash();
+    // The process restarts on the same disk: the page cache still holds
+    // the written group.
+    let (log, recovery) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("recover");
+    let replayed: Vec<Vec<u8>> =
+        common::group_images(recovery, "the recovery").into_iter().flat_map(|(_, records)| records).collect();
+    let mut expected = synced.clone();
+    expected.push(written.clone());
+    assert_eq!(replayed, expected, "recovery returns the synced groups and the written one");
+    log.commit(b"acknowledged after the recovery", Durability::Synced).expect("commit");
+    log.simulate_crash();
+    // Power is lost: only what was synced stays.
+    let image = storage.state().crash(CrashMode::DropUnsynced);
+    let (_, recovery) =
+        Log::open_with_storage(Path::new(DIR), config, image.to_storage()).expect("open after the power loss");
+    let records: Vec<Vec<u8>> =
+        common::group_images(recovery, "after the power loss").into_iter().flat_map(|(_, records)| records).collect();
+    expected.push(b"acknowledged after the recovery".to_vec());
+    assert_eq!(records, expected, "every group recovery returned, and every commit after it");
+}

@@ -198,6 +198,7 @@ pub(crate) fn open_or_create(dir: &Path, config: &Config, storage: &Arc<dyn Stor
         let slot = CheckpointSlot { number: opened.checkpoint.number + 1, flags: 0, ..opened.checkpoint.clone() };
         put_open_slot(&mut opened, slot, ["cut.clear_write", "cut.clear_sync"])?;
     }
+    sync_recovered(&opened)?;
     Ok(opened)
 }
 
@@ -250,6 +251,30 @@ fn begin_session(opened: &mut Opened, cut: bool) -> Result<()> {
     // ends until a group is appended, and recovery holds a cleanly closed
     // log to that end.
     put_open_slot(opened, slot, ["session.write", "session.sync"])
+}
+
+/// INV-45: what recovery returns is durable before the log goes on. A
+/// process that crashed may have left written groups in the page cache
+/// only; recovery reads and returns them (the engine replays them into its
+/// pages), and the new session syncs only the files it writes. So the
+/// files holding the log it keeps, from the oldest block a checkpoint or
+/// consumer keeps to the end's, are synced here (PostgreSQL syncs its data directory after a
+/// crash for the same reason). After a clean shutdown they hold nothing
+/// unsynced, and the fdatasyncs cost little.
+fn sync_recovered(opened: &Opened) -> Result<()> {
+    let files = &opened.files;
+    // From the oldest group the log keeps: a consumer's may lie before the
+    // checkpoint, and `read_from` returns those groups as durable too.
+    let floor =
+        opened.checkpoint.consumers.floor().map_or(opened.checkpoint.lsn, |held| held.min(opened.checkpoint.lsn));
+    let first = Lsn(floor).block();
+    let last = crate::writer::last_data_block(opened.scan.end).max(first);
+    for index in files.layout.files_between(first, last) {
+        failpoint("recovery.sync")
+            .and_then(|()| files.handles[index].sync_data())
+            .map_err(|source| Error::io("fdatasync", &files.paths[index], source))?;
+    }
+    Ok(())
 }
 
 /// Writes `slot` into its place in `redo.0000` and syncs it; it becomes the
