@@ -91,21 +91,24 @@ fn a_crash_anywhere_in_a_recovery_that_cuts_synced_bytes_leaves_a_log_that_opens
     assert!(states > 12, "the recovery wrote its slots and the erase: {states} crash states");
 }
 
-/// In-memory storage whose fdatasyncs take `delay_ms` while it is nonzero:
-/// holds a sync pass open long enough for another thread to act meanwhile.
+/// Storage whose fdatasyncs take `delay_ms` while it is nonzero (holding a
+/// sync pass open long enough for another thread to act meanwhile), and
+/// whose next fdatasync fails when `fail_next_sync` is set.
 #[derive(Clone, Debug, Default)]
-struct SlowSync {
-    inner: MemStorage,
+struct SlowSync<S = MemStorage> {
+    inner: S,
     delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    fail_next_sync: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Debug)]
 struct SlowSyncFile {
     inner: std::sync::Arc<dyn redolog::storage::StorageFile>,
     delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    fail_next_sync: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
-impl redolog::storage::Storage for SlowSync {
+impl<S: redolog::storage::Storage> redolog::storage::Storage for SlowSync<S> {
     fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
         self.inner.create_dir_all(dir)
     }
@@ -118,7 +121,8 @@ impl redolog::storage::Storage for SlowSync {
         create: bool,
     ) -> std::io::Result<std::sync::Arc<dyn redolog::storage::StorageFile>> {
         let inner = self.inner.open_file(path, create)?;
-        Ok(std::sync::Arc::new(SlowSyncFile { inner, delay_ms: self.delay_ms.clone() }))
+        let (delay_ms, fail_next_sync) = (self.delay_ms.clone(), self.fail_next_sync.clone());
+        Ok(std::sync::Arc::new(SlowSyncFile { inner, delay_ms, fail_next_sync }))
     }
     fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
         self.inner.rename(from, to)
@@ -142,6 +146,9 @@ impl redolog::storage::StorageFile for SlowSyncFile {
         self.inner.write_all_at(bufs, offset)
     }
     fn sync_data(&self) -> std::io::Result<()> {
+        if self.fail_next_sync.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return Err(std::io::Error::other("the next fdatasync fails"));
+        }
         let delay = self.delay_ms.load(std::sync::atomic::Ordering::SeqCst);
         std::thread::sleep(std::time::Duration::from_millis(delay));
         self.inner.sync_data()
@@ -180,7 +187,7 @@ fn all_return_within<T: Send + 'static>(
 /// it (DESIGN.md §1.18, INV-42).
 #[test]
 fn a_checkpoint_and_a_shrink_begun_during_its_sync_both_return() {
-    let storage = SlowSync::default();
+    let storage = SlowSync::<MemStorage>::default();
     let config = Config { capacity_bytes: 2 << 20, ..Config::default() };
     let (log, _) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("create");
     let log = std::sync::Arc::new(log);
@@ -447,4 +454,36 @@ fn what_a_recovery_returns_survives_a_power_loss_after_it() {
         common::group_images(recovery, "after the power loss").into_iter().flat_map(|(_, records)| records).collect();
     expected.push(b"acknowledged after the recovery".to_vec());
     assert_eq!(records, expected, "every group recovery returned, and every commit after it");
+}
+
+/// Found by the simulation: a checkpoint slot whose fdatasync failed stayed
+/// in the page cache; after a restart recovery started from it, and a power
+/// loss then took the log back to the checkpoint before — behind one a
+/// recovery had started from, the writer's limit a lap past it meanwhile.
+/// Open now syncs `redo.0000` with the files it recovered (INV-45).
+#[test]
+fn the_checkpoint_a_recovery_starts_from_is_durable() {
+    let storage =
+        SlowSync { inner: CrashStorage::new(), delay_ms: Default::default(), fail_next_sync: Default::default() };
+    let config = Config { pipeline: Pipeline::GroupCommit, ..common::small_log() };
+    let (log, _) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("create");
+    // Into the third file: the log recovered after the checkpoint lies
+    // beyond `redo.0000`, which holds the slots.
+    for index in 0..30u8 {
+        log.commit(&[index; 1000], Durability::Synced).expect("commit");
+    }
+    // The slot is written; its fdatasync fails: the log is poisoned, and
+    // the slot lives in the page cache.
+    let checkpoint = log.durable_lsn();
+    storage.fail_next_sync.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(log.checkpoint(checkpoint).is_err(), "the checkpoint's sync fails");
+    log.simulate_crash();
+    // A restart on the same disk: recovery starts from that slot.
+    let (log, recovery) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("restart");
+    assert_eq!(recovery.checkpoint_lsn(), checkpoint, "recovery starts from the slot in the page cache");
+    log.simulate_crash();
+    let image = storage.inner.state().crash(CrashMode::DropUnsynced);
+    let (_, recovery) =
+        Log::open_with_storage(Path::new(DIR), config, image.to_storage()).expect("open after a power loss");
+    assert_eq!(recovery.checkpoint_lsn(), checkpoint, "a power loss never takes the log back past it");
 }

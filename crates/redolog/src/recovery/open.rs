@@ -269,7 +269,11 @@ fn sync_recovered(opened: &Opened) -> Result<()> {
         opened.checkpoint.consumers.floor().map_or(opened.checkpoint.lsn, |held| held.min(opened.checkpoint.lsn));
     let first = Lsn(floor).block();
     let last = crate::writer::last_data_block(opened.scan.end).max(first);
-    for index in files.layout.files_between(first, last) {
+    // And `redo.0000`, whose slot recovery started from: a slot written
+    // before a crash may be in the page cache only, and the writer's limit
+    // is a lap past it (INV-7).
+    let files_to_sync = std::iter::once(0).chain(files.layout.files_between(first, last).filter(|index| *index != 0));
+    for index in files_to_sync {
         failpoint("recovery.sync")
             .and_then(|()| files.handles[index].sync_data())
             .map_err(|source| Error::io("fdatasync", &files.paths[index], source))?;
