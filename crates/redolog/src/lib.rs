@@ -68,6 +68,8 @@ mod owner;
 mod pipeline;
 mod recovery;
 mod resize;
+#[cfg(feature = "testkit")]
+pub mod sim;
 pub mod storage;
 mod sync;
 mod wait;

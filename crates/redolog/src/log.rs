@@ -645,7 +645,10 @@ impl Log {
     /// (cargo feature `testkit`): nothing more is written — the log is
     /// poisoned and its threads stop — nothing is closed or marked clean, and
     /// the directory's lock is released as the kernel releases a dead
-    /// process's. What reached the storage stays; the rest is leaked.
+    /// process's. What reached the storage stays. Takes `&self`, so a log
+    /// shared through an `Arc` (with an archiver, or threads still waiting
+    /// on it: they wake to the poison) crashes too; dropping it afterwards
+    /// writes nothing.
     ///
     /// ```
     /// # use redolog::{Config, Durability, Log};
@@ -658,12 +661,13 @@ impl Log {
     /// assert_eq!(recovery.count(), 1);
     /// ```
     #[cfg(feature = "testkit")]
-    pub fn simulate_crash(self) {
+    pub fn simulate_crash(&self) {
         let source = std::io::Error::other("the process crashed here (Log::simulate_crash)");
         self.core.stages.poison(crate::error::IoFailure { op: "simulated crash", path: "".into(), source });
         self.stop_threads();
+        // INV-43: from here on nothing of this log writes, dropped or not
+        // (a drop's close finds the poison and the lock released).
         self.core.owner.release();
-        std::mem::forget(self);
     }
 
     fn stop_threads(&self) {

@@ -1,0 +1,1387 @@
+//! Goal: where the log's features meet, every state the public API can reach
+//! — with crashes at any storage operation, inside recovery and inside a
+//! resize, and failed writes and fdatasyncs — keeps what it promised: every
+//! acknowledged group at its LSN, byte for byte, and nothing else; the
+//! checkpoint never past the durable log; a log that always opens; a closed
+//! log that writes nothing; waits that end (docs/DESIGN.md §2: INV-5, INV-6,
+//! INV-12, INV-13, INV-18, INV-32, INV-34, INV-41..INV-44).
+//! Method: the seeded simulation of `redolog::sim`. From a seed, a schedule
+//! of operations — appends, commits at each durability, mini-transactions,
+//! futures and callbacks, bursts of committing threads, checkpoints, online
+//! resizes up and down, consumers, live readers, pipeline changes, close,
+//! drop, reopen, key rotation, injected write and sync failures, crashes —
+//! runs against one log on `CrashStorage`, with a reference model of what
+//! was appended and acknowledged, at which storage operation. An operation
+//! that does not return within a moment goes on in the background (a commit
+//! on a full log, a shrink waiting for a checkpoint) while the schedule
+//! goes on. A crash picks any operation of the trace so far and a crash
+//! mode (only what was synced; everything; a random part of the unsynced
+//! sectors), reopens the image, crashes again inside that recovery when
+//! the schedule says so, and checks the recovered log against the model
+//! as it was at that operation. A failure prints its seed and the shortest
+//! schedule that still fails.
+//!
+//! `cargo test` runs 200 seeds (about 90 s). The long run (docs/RELIABILITY.md,
+//! "The simulation"):
+//! `REDOLOG_SIM_SEEDS=10000 cargo test --release -p redolog --test simulation -- --nocapture`
+//! (`REDOLOG_SIM_FIRST` sets the first seed; the coverage report is printed
+//! at the end).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redolog::sim::{Coverage, Rng, Simulation};
+use redolog::storage::{CrashMode, CrashStorage, Storage, StorageFile};
+use redolog::{Config, Durability, Error, Log, Lsn, Pipeline};
+
+const DIR: &str = "/log";
+
+/// How long the driver waits for an operation before it goes on and leaves
+/// it in the background: operations that can return do so in far less.
+const GRACE: Duration = Duration::from_millis(25);
+
+/// How long an operation may take once nothing stops it (its log has room,
+/// no consumer holds it, the log was crashed or closed): longer is a hang.
+const LIVENESS: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------------------
+// Storage: the recording, with injected failures and a count per handle.
+
+/// A failure to inject: fail the `countdown`-th next write (or fdatasync).
+#[derive(Debug, Default)]
+struct FaultPlan {
+    /// -1: none armed.
+    countdown: AtomicI64,
+    sync: AtomicBool,
+    /// Set once the failure was injected.
+    fired: AtomicBool,
+}
+
+impl FaultPlan {
+    fn arm(&self, sync: bool, after: u8) {
+        self.sync.store(sync, Ordering::SeqCst);
+        self.countdown.store(i64::from(after), Ordering::SeqCst);
+    }
+
+    /// Whether this call (a sync or not) fails.
+    fn strikes(&self, sync: bool) -> bool {
+        if self.sync.load(Ordering::SeqCst) != sync || self.countdown.load(Ordering::SeqCst) < 0 {
+            return false;
+        }
+        if self.countdown.fetch_sub(1, Ordering::SeqCst) == 0 {
+            self.fired.store(true, Ordering::SeqCst);
+            return true;
+        }
+        false
+    }
+}
+
+/// One log's view of the recording: failures come from its plan, and it
+/// counts the writes and syncs its log made (a closed log must make none).
+#[derive(Clone, Debug)]
+struct SimStorage {
+    inner: CrashStorage,
+    plan: Arc<FaultPlan>,
+    ops: Arc<AtomicU64>,
+}
+
+impl SimStorage {
+    fn new(inner: CrashStorage) -> Self {
+        let plan = FaultPlan { countdown: AtomicI64::new(-1), ..FaultPlan::default() };
+        SimStorage { inner, plan: Arc::new(plan), ops: Arc::new(AtomicU64::new(0)) }
+    }
+}
+
+#[derive(Debug)]
+struct SimFile {
+    inner: Arc<dyn StorageFile>,
+    storage: SimStorage,
+}
+
+fn injected() -> std::io::Error {
+    std::io::Error::other("injected by the simulation")
+}
+
+impl Storage for SimStorage {
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        self.inner.list_dir(dir)
+    }
+    fn open_file(&self, path: &Path, create: bool) -> std::io::Result<Arc<dyn StorageFile>> {
+        if create {
+            self.ops.fetch_add(1, Ordering::SeqCst);
+        }
+        let inner = self.inner.open_file(path, create)?;
+        Ok(Arc::new(SimFile { inner, storage: self.clone() }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.ops.fetch_add(1, Ordering::SeqCst);
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        self.ops.fetch_add(1, Ordering::SeqCst);
+        self.inner.remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.ops.fetch_add(1, Ordering::SeqCst);
+        self.inner.sync_dir(dir)
+    }
+}
+
+impl StorageFile for SimFile {
+    fn size(&self) -> std::io::Result<u64> {
+        self.inner.size()
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.inner.read_exact_at(buf, offset)
+    }
+    fn write_all_at(&self, bufs: &[&[u8]], offset: u64) -> std::io::Result<()> {
+        self.storage.ops.fetch_add(1, Ordering::SeqCst);
+        if self.storage.plan.strikes(false) {
+            return Err(injected());
+        }
+        self.inner.write_all_at(bufs, offset)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.storage.ops.fetch_add(1, Ordering::SeqCst);
+        if self.storage.plan.strikes(true) {
+            return Err(injected());
+        }
+        self.inner.sync_data()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The model.
+
+/// A group as appended, and when it was acknowledged.
+#[derive(Clone, Debug)]
+struct Appended {
+    end: Lsn,
+    records: Vec<Vec<u8>>,
+    /// (trace position when acknowledged, durability).
+    acks: Vec<(usize, Durability)>,
+}
+
+/// What happened to a consumer, and when (trace positions: started, done).
+#[derive(Clone, Debug)]
+enum ConsumerEvent {
+    Created(Lsn),
+    Advanced(Lsn),
+    Dropped,
+}
+
+/// What the log was told and answered, in trace positions of this
+/// incarnation's recording.
+#[derive(Debug, Default)]
+struct Model {
+    /// Every group of this incarnation's log, by start LSN: the recovered
+    /// ones (durable from the start) and the appended ones.
+    groups: BTreeMap<Lsn, Appended>,
+    /// Completed checkpoints: (done, lsn).
+    checkpoints: Vec<(usize, Lsn)>,
+    /// Per consumer name: (started, done, event).
+    consumers: BTreeMap<String, Vec<(usize, usize, ConsumerEvent)>>,
+    /// Violations found on other threads.
+    violations: Vec<String>,
+    /// Unique payload counter.
+    next_payload: u64,
+}
+
+impl Model {
+    fn acked_end(&self, upto: usize, keep_all: bool) -> Lsn {
+        self.groups
+            .values()
+            .filter(|group| {
+                group.acks.iter().any(|(at, durability)| {
+                    *at <= upto
+                        && (*durability == Durability::Synced || (keep_all && *durability == Durability::Written))
+                })
+            })
+            .map(|group| group.end)
+            .max()
+            .unwrap_or(Lsn::from_u64(0))
+    }
+
+    fn boundaries(&self) -> Vec<Lsn> {
+        let mut all: Vec<Lsn> = self.groups.iter().flat_map(|(start, group)| [*start, group.end]).collect();
+        all.dedup();
+        all
+    }
+}
+
+/// The records of a fresh group: `count` records of about `size` bytes,
+/// each beginning with a payload number no other record has.
+fn records(model: &Mutex<Model>, size: usize, count: usize) -> Vec<Vec<u8>> {
+    let mut model = model.lock();
+    (0..count.max(1))
+        .map(|_| {
+            model.next_payload += 1;
+            let mut record = model.next_payload.to_le_bytes().to_vec();
+            record.resize(size.max(8), (model.next_payload % 251) as u8);
+            record
+        })
+        .collect()
+}
+
+const SIZES: [usize; 8] = [1, 40, 300, 497, 520, 1300, 3000, 7000];
+
+// ---------------------------------------------------------------------------
+// Operations.
+
+#[derive(Clone, Copy, Debug)]
+enum CheckpointAt {
+    Durable,
+    End,
+    /// A known group boundary, by index.
+    Boundary(u16),
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Append {
+        size: u8,
+        records: u8,
+    },
+    /// An engine writing faster than it checkpoints: `Buffered` groups until
+    /// the log has at most a few KiB free.
+    Fill,
+    Commit {
+        size: u8,
+        durability: Durability,
+    },
+    MiniTransaction {
+        size: u8,
+    },
+    CommitAsync {
+        size: u8,
+    },
+    OnDurable {
+        size: u8,
+    },
+    Burst {
+        threads: u8,
+        commits: u8,
+    },
+    Checkpoint(CheckpointAt),
+    Resize {
+        grow: bool,
+    },
+    CreateConsumer {
+        slot: u8,
+    },
+    AdvanceConsumer {
+        slot: u8,
+        at: CheckpointAt,
+    },
+    DropConsumer {
+        slot: u8,
+    },
+    ReadFrom {
+        at: u16,
+    },
+    ReadInside {
+        at: u16,
+    },
+    SetPipeline(Pipeline),
+    Close,
+    Drop,
+    Crash {
+        point: u16,
+        mode: u8,
+        again: Option<(u16, u8)>,
+    },
+    Fail {
+        sync: bool,
+        after: u8,
+    },
+    ProbeClosed,
+    Settle,
+    RotateKey,
+}
+
+impl Op {
+    fn size(code: u8) -> usize {
+        SIZES[code as usize % SIZES.len()]
+    }
+}
+
+/// The kinds, in the order of the coverage report.
+const KINDS: [&str; 22] = [
+    "append",
+    "fill",
+    "commit",
+    "mini_transaction",
+    "commit_async",
+    "on_durable",
+    "burst",
+    "checkpoint",
+    "resize",
+    "create_consumer",
+    "advance_consumer",
+    "drop_consumer",
+    "read_from",
+    "read_inside",
+    "set_pipeline",
+    "close",
+    "drop",
+    "crash",
+    "fail",
+    "probe_closed",
+    "settle",
+    "rotate_key",
+];
+
+/// The crash points every long run must reach.
+const POINTS: [&str; 16] = [
+    "crash: only what was synced",
+    "crash: everything",
+    "crash: a random part",
+    "crash inside a recovery",
+    "crash right after a recovery",
+    "crash inside a resize",
+    "crash inside a checkpoint",
+    "crash with a background operation",
+    "crash on a full log",
+    "crash after an injected failure",
+    "recovery cut a torn tail holding synced bytes",
+    "recovery erased a torn tail",
+    "injected failure fired",
+    "read_from: reused",
+    "an operation went on in the background",
+    "log full: wanted a checkpoint",
+];
+
+fn draw_at(rng: &mut Rng) -> CheckpointAt {
+    match rng.u8(0..4) {
+        0 => CheckpointAt::Durable,
+        1 => CheckpointAt::End,
+        _ => CheckpointAt::Boundary(rng.u16(..)),
+    }
+}
+
+fn draw_durability(rng: &mut Rng) -> Durability {
+    [Durability::Buffered, Durability::Written, Durability::Synced, Durability::Synced][rng.usize(0..4)]
+}
+
+// ---------------------------------------------------------------------------
+// The world.
+
+/// A call that writes over many storage operations (a checkpoint, a
+/// resize): what, and the trace positions it started and returned at
+/// (`usize::MAX` while it runs).
+type Span = (&'static str, usize, usize);
+
+/// An operation running on a thread of its own.
+struct Background {
+    what: &'static str,
+    done: mpsc::Receiver<()>,
+}
+
+struct LogWorld {
+    seed: u64,
+    config: Config,
+
+    /// This incarnation's recording.
+    storage: CrashStorage,
+    /// The open log's view of it.
+    handle: SimStorage,
+    log: Option<Arc<Log>>,
+    model: Arc<Mutex<Model>>,
+    background: Vec<Background>,
+    /// Closed logs, kept to call: each with its storage view and the count
+    /// of its writes when its close returned.
+    closed: Vec<(Arc<Log>, SimStorage, u64)>,
+    /// Consumer handles, by slot.
+    consumers: BTreeMap<u8, redolog::Consumer>,
+    /// Key ids of an encrypted log's provider (the highest is current).
+    key_ids: u32,
+    /// Where in the recording this log was opened: the model holds from
+    /// there, and a crash falls after it.
+    origin: usize,
+    /// The injected failure that fired was looked at (it poisoned the log,
+    /// which restarted, or the log absorbed it).
+    failure_handled: bool,
+    /// Trace positions of the resize and checkpoint calls in flight or done
+    /// in this incarnation: (started, done or usize::MAX).
+    spans: Arc<Mutex<Vec<Span>>>,
+}
+
+fn encryption(key_ids: u32) -> redolog::encryption::Encryption {
+    use redolog::encryption::{Encryption, Key, Keys};
+    let keys = (1..=key_ids).fold(Keys::new(), |keys, id| keys.with_key(id, Key::from_bytes([id as u8; 32])));
+    Encryption::new(keys)
+}
+
+impl LogWorld {
+    fn log(&self) -> Arc<Log> {
+        self.log.clone().expect("an open log")
+    }
+
+    fn position(&self) -> usize {
+        self.storage.op_count()
+    }
+
+    /// Runs `call` on a thread of its own; waits for it up to `GRACE`, then
+    /// leaves it in the background. Returns whether it finished.
+    fn call(&mut self, what: &'static str, call: impl FnOnce() + Send + 'static) -> bool {
+        let (sender, receiver) = mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("sim-{what}"))
+            .spawn(move || {
+                call();
+                let _ = sender.send(());
+            })
+            .expect("spawn an operation's thread");
+        match receiver.recv_timeout(GRACE) {
+            Ok(()) => true,
+            Err(_) => {
+                self.background.push(Background { what, done: receiver });
+                false
+            }
+        }
+    }
+
+    /// Waits for every background operation to end: they must, within
+    /// `LIVENESS`, once nothing stops them.
+    fn join_background(&mut self, after: &str) -> Result<(), String> {
+        let deadline = Instant::now() + LIVENESS;
+        for background in self.background.drain(..) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if background.done.recv_timeout(left).is_err() {
+                return Err(format!("hang: {} did not return {after}", background.what));
+            }
+        }
+        Ok(())
+    }
+
+    fn take_violations(&self) -> Result<(), String> {
+        let violations = std::mem::take(&mut self.model.lock().violations);
+        match violations.first() {
+            Some(first) => Err(first.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Opens the log of `storage` (this incarnation's recording, or a fresh
+    /// one after a crash) and resets the model from its recovery; `context`
+    /// names what came before, for the messages.
+    fn open(&mut self, storage: CrashStorage, context: &str) -> Result<(), String> {
+        self.storage = storage.clone();
+        self.handle = SimStorage::new(storage);
+        self.failure_handled = false;
+        if self.config.encryption.is_some() {
+            self.config.encryption = Some(encryption(self.key_ids));
+        }
+        let (log, recovery) = Log::open_with_storage(Path::new(DIR), self.config.clone(), self.handle.clone())
+            .map_err(|error| format!("{context}: the log does not open: {error}"))?;
+        // The recovery's own writes belong to the life before: the model
+        // holds from here.
+        let origin = self.storage.op_count();
+        self.origin = origin;
+        let checkpoint = recovery.checkpoint_lsn();
+        let mut groups = BTreeMap::new();
+        for group in recovery {
+            let group = group.map_err(|error| format!("{context}: recovery: {error}"))?;
+            let records = group.records().map(<[u8]>::to_vec).collect();
+            groups.insert(
+                group.start_lsn(),
+                Appended { end: group.end_lsn(), records, acks: vec![(origin, Durability::Synced)] },
+            );
+        }
+        let mut model = self.model.lock();
+        model.groups = groups;
+        model.checkpoints = vec![(origin, checkpoint)];
+        model.consumers = log
+            .consumers()
+            .into_iter()
+            .map(|consumer| (consumer.name, vec![(origin, origin, ConsumerEvent::Created(consumer.lsn))]))
+            .collect();
+        drop(model);
+        self.spans.lock().clear();
+        self.log = Some(Arc::new(log));
+        Ok(())
+    }
+
+    /// Checks a recovery of the image of `state` (after `ops` operations,
+    /// in `mode`) against the model as it was then, and returns the image.
+    fn check_image(
+        &self,
+        state: &redolog::storage::CrashState,
+        ops: usize,
+        mode: CrashMode,
+        context: &str,
+    ) -> Result<redolog::storage::CrashImage, String> {
+        let image = state.crash(mode);
+        let config = Config { encryption: self.config.encryption.clone(), ..self.config.clone() };
+        let (log, recovery) = Log::open_with_storage(Path::new(DIR), config, image.to_storage())
+            .map_err(|error| format!("{context}: the log does not open: {error}"))?;
+        let checkpoint = recovery.checkpoint_lsn();
+        let recovered: Vec<(Lsn, Lsn, Vec<Vec<u8>>)> = recovery
+            .map(|group| {
+                group.map(|group| (group.start_lsn(), group.end_lsn(), group.records().map(<[u8]>::to_vec).collect()))
+            })
+            .collect::<redolog::Result<_>>()
+            .map_err(|error| format!("{context}: recovery: {error}"))?;
+        let model = self.model.lock();
+        let completed = model.checkpoints.iter().filter(|(at, _)| *at <= ops).map(|(_, lsn)| *lsn).max();
+        if completed.is_some_and(|completed| checkpoint < completed) {
+            return Err(format!("{context}: recovery starts at {checkpoint}, before the checkpoint at {completed:?}"));
+        }
+        let expected: Vec<(&Lsn, &Appended)> = model.groups.range(checkpoint..).collect();
+        if recovered.len() > expected.len() {
+            return Err(format!(
+                "{context}: {} groups recovered, {} appended from {checkpoint}",
+                recovered.len(),
+                expected.len()
+            ));
+        }
+        for (index, ((start, end, records), (want_start, want))) in recovered.iter().zip(&expected).enumerate() {
+            if (start, end, records) != (*want_start, &want.end, &want.records) {
+                return Err(format!(
+                    "{context}: group {index} recovered at {start}..{end} is not the one appended at {want_start}..{}",
+                    want.end
+                ));
+            }
+        }
+        let recovered_end = recovered.last().map_or(checkpoint, |(_, end, _)| *end);
+        let acked = model.acked_end(ops, mode == CrashMode::KeepAll);
+        if acked > recovered_end.max(checkpoint) {
+            return Err(format!("{context}: acknowledged up to {acked}, recovered to {recovered_end}"));
+        }
+        // Consumers: what completed before the crash, unless a later change
+        // was in flight then.
+        let kept: BTreeMap<String, Lsn> =
+            log.consumers().into_iter().map(|consumer| (consumer.name, consumer.lsn)).collect();
+        for (name, events) in &model.consumers {
+            if events.iter().any(|(started, done, _)| *started <= ops && *done > ops) {
+                continue;
+            }
+            match events.iter().rev().find(|(_, done, _)| *done <= ops).map(|(_, _, event)| event) {
+                Some(ConsumerEvent::Created(lsn) | ConsumerEvent::Advanced(lsn)) => match kept.get(name) {
+                    Some(at) if at >= lsn => {}
+                    other => return Err(format!("{context}: consumer {name} at {lsn} came back as {other:?}")),
+                },
+                Some(ConsumerEvent::Dropped) if kept.contains_key(name) => {
+                    return Err(format!("{context}: the dropped consumer {name} came back"))
+                }
+                _ => {}
+            }
+        }
+        drop(model);
+        log.simulate_crash();
+        Ok(image)
+    }
+
+    /// Crashes the log at trace position `point` (a fraction of the trace),
+    /// checks the image, reopens it — crashing inside that recovery first
+    /// when `again` says so — and goes on with the recovered log.
+    fn crash(&mut self, point: u16, mode: u8, again: Option<(u16, u8)>, coverage: &mut Coverage) -> Result<(), String> {
+        let log = self.log.take().expect("an open log");
+        let ops = self.position();
+        let at = self.origin + ((ops - self.origin) as u64 * u64::from(point) / u64::from(u16::MAX)) as usize;
+        let mode = crash_mode(mode, at as u64 ^ self.seed);
+        coverage.point(mode_point(mode));
+        if !self.background.is_empty() {
+            coverage.point("crash with a background operation");
+        }
+        if log.space().free_bytes() == 0 {
+            coverage.point("crash on a full log");
+        }
+        if self.handle.plan.fired.load(Ordering::SeqCst) {
+            coverage.point("crash after an injected failure");
+        }
+        for (what, started, done) in self.spans.lock().iter() {
+            if *started <= at && at < *done {
+                coverage.point(format!("crash inside a {what}"));
+            }
+        }
+        // The process dies: everything waiting on it wakes to the poison.
+        log.simulate_crash();
+        drop(log);
+        self.consumers.clear();
+        self.join_background("after a crash")?;
+        let mut image = None;
+        let context = format!("a crash after {at} of {ops} operations, {mode:?}");
+        let mut failure = None;
+        self.storage.replay(|position, state| {
+            if position == at && failure.is_none() {
+                match self.check_image(state, at, mode, &context) {
+                    Ok(crashed) => image = Some(crashed),
+                    Err(error) => failure = Some(error),
+                }
+            }
+        });
+        if let Some(failure) = failure {
+            return Err(failure);
+        }
+        let image = image.expect("the crash position is in the trace");
+        let keys = self.config.encryption.clone();
+        if let Ok(inspection) = redolog::inspect::inspect_with(Path::new(DIR), image.to_storage(), keys.as_ref()) {
+            if let redolog::LogEnd::TornTail { truncated_at, .. } = inspection.end {
+                coverage.point("recovery erased a torn tail");
+                if inspection.checkpoint.durable_lsn > truncated_at {
+                    coverage.point("recovery cut a torn tail holding synced bytes");
+                }
+            }
+        }
+        let recording = image.to_recording();
+        let Some((point, mode)) = again else {
+            return self.open(recording, &context);
+        };
+        // Recover, and crash inside that recovery (or right after it).
+        let config = self.config.clone();
+        let recovering = Log::open_with_storage(Path::new(DIR), config, SimStorage::new(recording.clone()))
+            .map_err(|error| format!("{context}: the log does not open: {error}"))?;
+        recovering.0.simulate_crash();
+        drop(recovering);
+        let ops = recording.op_count();
+        let at = (ops as u64 * u64::from(point) / u64::from(u16::MAX)) as usize;
+        let mode = crash_mode(mode, at as u64 ^ self.seed ^ 1);
+        coverage.point(if at == ops { "crash right after a recovery" } else { "crash inside a recovery" });
+        let context = format!("{context}, then a crash after {at} of the {ops} operations of its recovery, {mode:?}");
+        let mut image = None;
+        recording.replay(|position, state| {
+            if position == at {
+                image = Some(state.crash(mode));
+            }
+        });
+        let image = image.expect("the crash position is in the recovery's trace");
+        self.open(image.to_recording(), &context)
+    }
+
+    /// Cuts off every consumer of `log` (the operator's way).
+    fn drop_consumers(&self, log: &Log) {
+        for consumer in log.consumers() {
+            let started = self.position();
+            match log.drop_consumer(&consumer.name) {
+                Ok(()) => {
+                    let event = (started, self.position(), ConsumerEvent::Dropped);
+                    self.model.lock().consumers.entry(consumer.name).or_default().push(event);
+                }
+                Err(Error::UnknownConsumer { .. }) => {}
+                Err(_) => self.maybe(consumer.name, ConsumerEvent::Dropped, started),
+            }
+        }
+    }
+
+    /// A consumer change that failed: its slot may have reached the disk,
+    /// or not, at any crash from `started` on.
+    fn maybe(&self, name: String, event: ConsumerEvent, started: usize) {
+        self.model.lock().consumers.entry(name).or_default().push((started, usize::MAX, event));
+    }
+
+    fn consumer_name(slot: u8) -> String {
+        format!("c{}", slot % 3)
+    }
+
+    /// The LSN `at` names now.
+    fn resolve(&self, at: CheckpointAt) -> Lsn {
+        let log = self.log();
+        match at {
+            CheckpointAt::Durable => log.durable_lsn(),
+            CheckpointAt::End => log.end_lsn(),
+            CheckpointAt::Boundary(index) => {
+                let boundaries = self.model.lock().boundaries();
+                if boundaries.is_empty() {
+                    log.durable_lsn()
+                } else {
+                    boundaries[index as usize % boundaries.len()]
+                }
+            }
+        }
+    }
+
+    fn append(&mut self, size: usize, count: usize, durability: Durability, coverage: &mut Coverage) {
+        let (log, model, storage) = (self.log(), self.model.clone(), self.storage.clone());
+        let records = records(&model, size, count);
+        let finished = self.call("commit", move || {
+            let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+            let Ok((start, end)) = log.append_group_range(&slices) else { return };
+            model.lock().groups.insert(start, Appended { end, records: records.clone(), acks: Vec::new() });
+            if log.wait(end, durability).is_ok() && durability != Durability::Buffered {
+                if durability == Durability::Synced && log.durable_lsn() < end {
+                    model
+                        .lock()
+                        .violations
+                        .push(format!("INV-5: a Synced commit to {end} returned before it was synced"));
+                }
+                let at = storage.op_count();
+                if let Some(group) = model.lock().groups.get_mut(&start) {
+                    group.acks.push((at, durability));
+                }
+            }
+        });
+        if !finished {
+            coverage.point("an operation went on in the background");
+        }
+    }
+}
+
+fn crash_mode(code: u8, seed: u64) -> CrashMode {
+    match code % 3 {
+        0 => CrashMode::DropUnsynced,
+        1 => CrashMode::KeepAll,
+        _ => CrashMode::Random(seed),
+    }
+}
+
+fn mode_point(mode: CrashMode) -> &'static str {
+    match mode {
+        CrashMode::DropUnsynced => "crash: only what was synced",
+        CrashMode::KeepAll => "crash: everything",
+        CrashMode::Random(_) => "crash: a random part",
+    }
+}
+
+impl Simulation for LogWorld {
+    type Op = Op;
+
+    fn new(seed: u64) -> Self {
+        let mut rng = Rng::with_seed(seed ^ 0x5eed);
+        let pipeline = [Pipeline::GroupCommit, Pipeline::Auto, Pipeline::Dedicated][rng.usize(0..3)];
+        let file_blocks = [32, 48, 96][rng.usize(0..3)];
+        let buffer = [8 << 10, 16 << 10, 64 << 10][rng.usize(0..3)];
+        let mut config = Config {
+            pipeline,
+            flush_interval: if rng.bool() { Duration::from_millis(5) } else { Config::FLUSH_INTERVAL_MAX },
+            log_full_timeout: rng.u8(0..4).eq(&0).then_some(Duration::from_millis(30)),
+            ..common::config(file_blocks, buffer)
+        };
+        let key_ids = 1;
+        if seed % 5 == 4 {
+            config.encryption = Some(encryption(key_ids));
+        }
+        let storage = CrashStorage::new();
+        let mut world = LogWorld {
+            seed,
+            config,
+
+            handle: SimStorage::new(storage.clone()),
+            storage: storage.clone(),
+            log: None,
+            model: Arc::default(),
+            background: Vec::new(),
+            closed: Vec::new(),
+            consumers: BTreeMap::new(),
+            key_ids,
+            origin: 0,
+            failure_handled: false,
+            spans: Arc::default(),
+        };
+        world.open(storage, "the creation").expect("a new log opens");
+        world
+    }
+
+    fn draw(rng: &mut Rng) -> Op {
+        let size = rng.u8(..);
+        match rng.u32(0..1000) {
+            0..=179 => Op::Append { size, records: rng.u8(1..5) },
+            180..=219 => Op::Fill,
+            220..=399 => Op::Commit { size, durability: draw_durability(rng) },
+            400..=439 => Op::MiniTransaction { size },
+            440..=469 => Op::CommitAsync { size },
+            470..=499 => Op::OnDurable { size },
+            500..=529 => Op::Burst { threads: rng.u8(2..5), commits: rng.u8(1..6) },
+            530..=599 => Op::Checkpoint(draw_at(rng)),
+            600..=639 => Op::Resize { grow: rng.bool() },
+            640..=664 => Op::CreateConsumer { slot: rng.u8(..) },
+            665..=689 => Op::AdvanceConsumer { slot: rng.u8(..), at: draw_at(rng) },
+            690..=704 => Op::DropConsumer { slot: rng.u8(..) },
+            705..=744 => Op::ReadFrom { at: rng.u16(..) },
+            745..=764 => Op::ReadInside { at: rng.u16(..) },
+            765..=779 => Op::SetPipeline([Pipeline::GroupCommit, Pipeline::Auto, Pipeline::Dedicated][rng.usize(0..3)]),
+            780..=799 => Op::Close,
+            800..=814 => Op::Drop,
+            815..=884 => Op::Crash {
+                point: rng.u16(..),
+                mode: rng.u8(..),
+                again: rng.bool().then(|| (if rng.bool() { u16::MAX } else { rng.u16(..) }, rng.u8(..))),
+            },
+            885..=899 => Op::Fail { sync: rng.bool(), after: rng.u8(0..6) },
+            900..=924 => Op::ProbeClosed,
+            925..=964 => Op::Settle,
+            _ => Op::RotateKey,
+        }
+    }
+
+    fn kind(op: &Op) -> &'static str {
+        match op {
+            Op::Append { .. } => "append",
+            Op::Fill => "fill",
+            Op::Commit { .. } => "commit",
+            Op::MiniTransaction { .. } => "mini_transaction",
+            Op::CommitAsync { .. } => "commit_async",
+            Op::OnDurable { .. } => "on_durable",
+            Op::Burst { .. } => "burst",
+            Op::Checkpoint(_) => "checkpoint",
+            Op::Resize { .. } => "resize",
+            Op::CreateConsumer { .. } => "create_consumer",
+            Op::AdvanceConsumer { .. } => "advance_consumer",
+            Op::DropConsumer { .. } => "drop_consumer",
+            Op::ReadFrom { .. } => "read_from",
+            Op::ReadInside { .. } => "read_inside",
+            Op::SetPipeline(_) => "set_pipeline",
+            Op::Close => "close",
+            Op::Drop => "drop",
+            Op::Crash { .. } => "crash",
+            Op::Fail { .. } => "fail",
+            Op::ProbeClosed => "probe_closed",
+            Op::Settle => "settle",
+            Op::RotateKey => "rotate_key",
+        }
+    }
+
+    fn step(&mut self, op: &Op, coverage: &mut Coverage) -> Result<(), String> {
+        if self.handle.plan.fired.load(Ordering::SeqCst) && !self.failure_handled {
+            self.failure_handled = true;
+            coverage.point("injected failure fired");
+            let log = self.log();
+            // The failing call poisons the log right after its storage
+            // call returned.
+            std::thread::sleep(Duration::from_millis(2));
+            // A failure the log absorbed (a resize's new files, before its
+            // commit point) leaves it working; otherwise it is poisoned:
+            // every call fails until the process restarts and recovery
+            // reads what is on disk, as the application does.
+            if let Err(Error::Poisoned { .. }) = log.wait(log.end_lsn(), Durability::Buffered) {
+                coverage.point("a failure poisoned the log");
+                self.poisoned_calls_fail()?;
+                let mode = (self.seed ^ self.position() as u64) as u8;
+                self.crash(u16::MAX, mode, None, coverage)?;
+            } else {
+                coverage.point("a failure the log absorbed");
+            }
+        }
+        match op.clone() {
+            Op::Append { size, records } => {
+                self.append(Op::size(size), records as usize, Durability::Buffered, coverage)
+            }
+            Op::Fill => self.op_fill(),
+            Op::Commit { size, durability } => self.append(Op::size(size), 1, durability, coverage),
+            Op::MiniTransaction { size } => self.op_mini_transaction(size),
+            Op::CommitAsync { size } => self.op_commit_async(size),
+            Op::OnDurable { size } => self.op_on_durable(size),
+            Op::Burst { threads, commits } => self.op_burst(threads, commits),
+            Op::Checkpoint(at) => self.op_checkpoint(at),
+            Op::Resize { grow } => self.op_resize(grow),
+            Op::CreateConsumer { slot } => self.op_create_consumer(slot),
+            Op::AdvanceConsumer { slot, at } => self.op_advance_consumer(slot, at),
+            Op::DropConsumer { slot } => self.op_drop_consumer(slot),
+            Op::ReadFrom { at } => self.read_from(at, coverage)?,
+            Op::ReadInside { at } => self.read_inside(at)?,
+            Op::SetPipeline(pipeline) => self.op_set_pipeline(pipeline)?,
+            Op::Close | Op::RotateKey => self.op_close(matches!(op, Op::RotateKey))?,
+            Op::Drop => self.op_drop(coverage)?,
+            Op::Crash { point, mode, again } => self.crash(point, mode, again, coverage)?,
+            Op::Fail { sync, after } => self.handle.plan.arm(sync, after),
+            Op::ProbeClosed => self.op_probe_closed()?,
+            Op::Settle => self.settle(coverage)?,
+        }
+        if let Some(log) = &self.log {
+            let (checkpoint, durable, end) = (log.checkpoint_lsn(), log.durable_lsn(), log.end_lsn());
+            if checkpoint > durable || durable > end {
+                return Err(format!("INV-18: checkpoint {checkpoint}, durable {durable}, end {end}"));
+            }
+            if log.checkpoint_wanted() {
+                coverage.point("log full: wanted a checkpoint");
+            }
+        }
+        self.take_violations()
+    }
+
+    fn finish(&mut self, coverage: &mut Coverage) -> Result<(), String> {
+        self.settle(coverage)?;
+        self.crash(u16::MAX, 0, None, coverage)?;
+        self.settle(coverage)?;
+        let log = self.log.take().expect("an open log");
+        self.consumers.clear();
+        let closed = self.close(&log)?;
+        drop(log);
+        self.join_background("after the last close")?;
+        self.reopen(closed, "the last reopen")?;
+        let log = self.log.take().expect("an open log");
+        self.close(&log)?;
+        self.take_violations()
+    }
+}
+
+impl LogWorld {
+    fn op_fill(&mut self) {
+        let log = self.log();
+        let mut appended = 0;
+        while log.space().free_bytes() > 4096 && appended < 400 && !self.handle.plan.fired.load(Ordering::SeqCst) {
+            let records = records(&self.model, 1000, 1);
+            match log.append_group_range(&[&records[0]]) {
+                Ok((start, end)) => {
+                    self.model.lock().groups.insert(start, Appended { end, records, acks: Vec::new() });
+                }
+                Err(_) => break,
+            }
+            appended += 1;
+        }
+    }
+
+    fn op_mini_transaction(&mut self, size: u8) {
+        let (log, model) = (self.log(), self.model.clone());
+        let records = records(&model, Op::size(size), 1);
+        self.call("mini_transaction", move || {
+            if let Ok(mtr) = log.begin_group(&[&records[0]]) {
+                let (start, end) = (mtr.start_lsn(), mtr.end_lsn());
+                if log.closed_lsn() > start {
+                    model.lock().violations.push(format!("INV-21: closed LSN past the open group at {start}"));
+                }
+                model.lock().groups.insert(start, Appended { end, records: records.clone(), acks: Vec::new() });
+                mtr.close();
+            }
+        });
+    }
+
+    fn op_commit_async(&mut self, size: u8) {
+        let (log, model, storage) = (self.log(), self.model.clone(), self.storage.clone());
+        let records = records(&model, Op::size(size), 1);
+        self.call("commit_async", move || {
+            let Ok((start, end)) = log.append_group_range(&[&records[0]]) else { return };
+            model.lock().groups.insert(start, Appended { end, records: records.clone(), acks: Vec::new() });
+            if common::block_on(log.wait_async(end, Durability::Synced)).is_ok() {
+                if log.durable_lsn() < end {
+                    model.lock().violations.push(format!("a future for {end} completed before it was durable"));
+                }
+                let at = storage.op_count();
+                if let Some(group) = model.lock().groups.get_mut(&start) {
+                    group.acks.push((at, Durability::Synced));
+                }
+            }
+        });
+    }
+
+    fn op_on_durable(&mut self, size: u8) {
+        let (log, model, storage) = (self.log(), self.model.clone(), self.storage.clone());
+        let records = records(&model, Op::size(size), 1);
+        // A callback's promise is checked where it counts: its group
+        // survives every crash after the call (the model's ack).
+        self.call("on_durable", move || {
+            let Ok((start, end)) = log.append_group_range(&[&records[0]]) else { return };
+            model.lock().groups.insert(start, Appended { end, records, acks: Vec::new() });
+            let callback_model = model.clone();
+            log.on_durable(end, Durability::Synced, move |outcome| {
+                if outcome.is_ok() {
+                    let at = storage.op_count();
+                    if let Some(group) = callback_model.lock().groups.get_mut(&start) {
+                        group.acks.push((at, Durability::Synced));
+                    }
+                }
+            });
+        });
+    }
+
+    fn op_burst(&mut self, threads: u8, commits: u8) {
+        for _ in 0..threads {
+            let (log, model, storage) = (self.log(), self.model.clone(), self.storage.clone());
+            let batch: Vec<Vec<Vec<u8>>> =
+                (0..commits).map(|index| records(&model, Op::size(index.wrapping_mul(37)), 1)).collect();
+            self.call("burst", move || {
+                for records in batch {
+                    let Ok((start, end)) = log.append_group_range(&[&records[0]]) else { return };
+                    model.lock().groups.insert(start, Appended { end, records, acks: Vec::new() });
+                    if log.wait(end, Durability::Synced).is_err() {
+                        return;
+                    }
+                    let at = storage.op_count();
+                    if let Some(group) = model.lock().groups.get_mut(&start) {
+                        group.acks.push((at, Durability::Synced));
+                    }
+                }
+            });
+        }
+    }
+
+    fn op_checkpoint(&mut self, at: CheckpointAt) {
+        let lsn = self.resolve(at);
+        let (log, model, storage, spans) = (self.log(), self.model.clone(), self.storage.clone(), self.spans.clone());
+        let started = storage.op_count();
+        let span = {
+            let mut spans = spans.lock();
+            spans.push(("checkpoint", started, usize::MAX));
+            spans.len() - 1
+        };
+        self.call("checkpoint", move || {
+            let outcome = log.checkpoint(lsn);
+            let done = storage.op_count();
+            spans.lock()[span].2 = done;
+            if outcome.is_ok() {
+                model.lock().checkpoints.push((done, lsn));
+            }
+        });
+    }
+
+    fn op_resize(&mut self, grow: bool) {
+        let log = self.log();
+        let capacity = if grow { log.capacity_bytes() * 2 } else { log.capacity_bytes() / 2 };
+        let capacity = capacity.clamp(Config::CAPACITY_BYTES_MIN, 8 << 20);
+        let (storage, spans) = (self.storage.clone(), self.spans.clone());
+        let span = {
+            let mut spans = spans.lock();
+            spans.push(("resize", storage.op_count(), usize::MAX));
+            spans.len() - 1
+        };
+        self.call("resize", move || {
+            let _ = log.resize(capacity);
+            spans.lock()[span].2 = storage.op_count();
+        });
+    }
+
+    fn op_create_consumer(&mut self, slot: u8) {
+        let name = Self::consumer_name(slot);
+        let started = self.position();
+        let log = self.log();
+        match log.create_consumer(&name) {
+            Ok(consumer) => {
+                let lsn = consumer.lsn();
+                self.model.lock().consumers.entry(name).or_default().push((
+                    started,
+                    self.position(),
+                    ConsumerEvent::Created(lsn),
+                ));
+                self.consumers.insert(slot % 3, consumer);
+            }
+            Err(Error::ConsumerExists { .. } | Error::TooManyConsumers { .. }) => {}
+            // A failed slot write may have reached the disk or not.
+            Err(_) => self.maybe(name, ConsumerEvent::Created(log.checkpoint_lsn()), started),
+        }
+    }
+
+    fn op_advance_consumer(&mut self, slot: u8, at: CheckpointAt) {
+        let lsn = self.resolve(at).min(self.log().durable_lsn());
+        let started = self.position();
+        let storage = self.storage.clone();
+        if let Some(consumer) = self.consumers.get_mut(&(slot % 3)) {
+            let name = consumer.name().to_owned();
+            match consumer.advance(lsn) {
+                Ok(()) => {
+                    let done = storage.op_count();
+                    let lsn = consumer.lsn();
+                    let event = (started, done, ConsumerEvent::Advanced(lsn));
+                    self.model.lock().consumers.entry(name).or_default().push(event);
+                }
+                Err(Error::UnknownConsumer { .. } | Error::LsnOutOfRange { .. } | Error::InvalidLsn { .. }) => {}
+                Err(_) => self.maybe(name, ConsumerEvent::Advanced(lsn), started),
+            }
+        }
+    }
+
+    fn op_drop_consumer(&mut self, slot: u8) {
+        let name = Self::consumer_name(slot);
+        let started = self.position();
+        match self.log().drop_consumer(&name) {
+            Ok(()) => {
+                let done = self.position();
+                let event = (started, done, ConsumerEvent::Dropped);
+                self.model.lock().consumers.entry(name).or_default().push(event);
+                self.consumers.remove(&(slot % 3));
+            }
+            Err(Error::UnknownConsumer { .. }) => {}
+            Err(_) => self.maybe(name, ConsumerEvent::Dropped, started),
+        }
+    }
+
+    fn op_set_pipeline(&mut self, pipeline: Pipeline) -> Result<(), String> {
+        let outcome = self.log().set_pipeline(pipeline);
+        if outcome.is_err() && !self.handle.plan.fired.load(Ordering::SeqCst) {
+            return Err(format!("set_pipeline on an open log: {outcome:?}"));
+        }
+        Ok(())
+    }
+
+    fn op_close(&mut self, rotate: bool) -> Result<(), String> {
+        if rotate {
+            if self.config.encryption.is_none() {
+                return Ok(());
+            }
+            self.key_ids += 1;
+        }
+        let log = self.log.take().expect("an open log");
+        self.consumers.clear();
+        let closed = self.close(&log)?;
+        let writes = self.handle.ops.load(Ordering::SeqCst);
+        if closed {
+            self.closed.push((log.clone(), self.handle.clone(), writes));
+            self.closed.truncate(4);
+        }
+        drop(log);
+        // Close woke every waiter (a commit on a full log with `Closed`).
+        self.join_background("after the log was closed")?;
+        self.reopen(closed, "a reopen after a close")?;
+        Ok(())
+    }
+
+    fn op_drop(&mut self, coverage: &mut Coverage) -> Result<(), String> {
+        // The last handle goes: nothing may hold the log meanwhile.
+        self.settle(coverage)?;
+        let log = self.log.take().expect("an open log");
+        self.consumers.clear();
+        let full = log.space().free_bytes() == 0;
+        drop(log);
+        self.reopen(!full && !self.handle.plan.fired.load(Ordering::SeqCst), "a reopen after a drop")?;
+        Ok(())
+    }
+
+    fn op_probe_closed(&mut self) -> Result<(), String> {
+        for (log, handle, writes) in &self.closed {
+            let end = log.end_lsn();
+            let calls = [
+                ("checkpoint", log.checkpoint(end).err()),
+                ("set_pipeline", log.set_pipeline(Pipeline::Dedicated).err()),
+                ("append", log.append(b"late").err()),
+                ("create_consumer", log.create_consumer("late").err()),
+                ("resize", log.resize(log.capacity_bytes() * 2).err()),
+            ];
+            for (name, error) in calls {
+                if !matches!(error, Some(Error::Closed)) {
+                    return Err(format!("INV-43: {name} on a closed log: {error:?}"));
+                }
+            }
+            if handle.ops.load(Ordering::SeqCst) != *writes {
+                return Err("INV-43: a closed log wrote to its storage".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes `log`; when the close waits for file space (a full log),
+    /// checkpoints at the end as the engine would, until it returns.
+    /// Returns whether it closed cleanly.
+    fn close(&mut self, log: &Arc<Log>) -> Result<bool, String> {
+        let (sender, receiver) = mpsc::channel();
+        let closing = log.clone();
+        std::thread::spawn(move || {
+            let _ = sender.send(closing.close());
+        });
+        let deadline = Instant::now() + LIVENESS;
+        loop {
+            match receiver.recv_timeout(GRACE) {
+                Ok(outcome) => {
+                    if outcome.is_err() && !self.handle.plan.fired.load(Ordering::SeqCst) {
+                        return Err(format!("close: {outcome:?}"));
+                    }
+                    return Ok(outcome.is_ok());
+                }
+                Err(_) if Instant::now() > deadline => return Err("hang: close did not return".into()),
+                Err(_) => {
+                    // Close needs file space for what it has still to write:
+                    // checkpoint, and cut off the consumers that hold it
+                    // (the operator's way), as the engine would.
+                    let (checkpointer, model, storage) = (log.clone(), self.model.clone(), self.storage.clone());
+                    let end = log.end_lsn();
+                    let checkpointed = self.call("checkpoint", move || {
+                        if checkpointer.checkpoint(end).is_ok() {
+                            model.lock().checkpoints.push((storage.op_count(), end));
+                        }
+                    });
+                    if !checkpointed {
+                        self.drop_consumers(log);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reopens this incarnation's storage (no crash: what was written
+    /// stays), checking its recovery first: every group written, and with
+    /// `closed` every group appended.
+    fn reopen(&mut self, closed: bool, context: &str) -> Result<(), String> {
+        let state = self.storage.state();
+        let position = self.position();
+        self.check_image(&state, position, CrashMode::KeepAll, context)?;
+        if closed {
+            let image = state.crash(CrashMode::KeepAll);
+            let (log, recovery) = Log::open_with_storage(Path::new(DIR), self.config.clone(), image.to_storage())
+                .map_err(|error| format!("{context}: {error}"))?;
+            let recovered = recovery.count();
+            let checkpoint = log.checkpoint_lsn();
+            log.simulate_crash();
+            let appended = self.model.lock().groups.range(checkpoint..).count();
+            if recovered != appended {
+                return Err(format!("{context}: a clean close kept {recovered} of the {appended} groups appended"));
+            }
+        }
+        let storage = self.storage.clone();
+        self.open(storage, context)
+    }
+
+    /// INV-6: on a poisoned log, commits and checkpoints fail.
+    fn poisoned_calls_fail(&self) -> Result<(), String> {
+        let log = self.log();
+        if log.commit(b"after the failure", Durability::Synced).is_ok() {
+            return Err("INV-6: a Synced commit succeeded after a failed write or sync".into());
+        }
+        if log.checkpoint(log.durable_lsn()).is_ok() && log.durable_lsn() > log.checkpoint_lsn() {
+            return Err("INV-6: a checkpoint succeeded after a failed write or sync".into());
+        }
+        Ok(())
+    }
+
+    /// Liveness: with the consumers dropped, a checkpoint in flight returns
+    /// by itself (INV-42); after a checkpoint at the end, every operation
+    /// in the background returns.
+    fn settle(&mut self, coverage: &mut Coverage) -> Result<(), String> {
+        let log = self.log();
+        self.consumers.clear();
+        self.drop_consumers(&log);
+        // Checkpoints return by themselves now (INV-42).
+        let deadline = Instant::now() + LIVENESS;
+        while self.spans.lock().iter().any(|(what, _, done)| *what == "checkpoint" && *done == usize::MAX) {
+            if self.handle.plan.fired.load(Ordering::SeqCst) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err("hang: a checkpoint did not return with no consumer holding the log".into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Free the log: everything in the background can finish.
+        let mut rounds = 0;
+        while !self.background.is_empty() && rounds < 200 {
+            let end = log.end_lsn();
+            let (model, storage) = (self.model.clone(), self.storage.clone());
+            let checkpointer = log.clone();
+            let finished = self.call("checkpoint", move || {
+                if checkpointer.checkpoint(end).is_ok() {
+                    model.lock().checkpoints.push((storage.op_count(), end));
+                }
+            });
+            if !finished {
+                coverage.point("settle: a checkpoint at the end waits");
+            }
+            self.background.retain(|background| background.done.try_recv().is_err());
+            rounds += 1;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if self.handle.plan.fired.load(Ordering::SeqCst) {
+            // A poisoned log: every waiter ends with the poison.
+            return self.join_background("on a poisoned log");
+        }
+        self.join_background("after a checkpoint at the end")
+    }
+
+    /// A live reader from a known boundary returns the model's groups, byte
+    /// for byte, at least up to the durable LSN it started at.
+    fn read_from(&mut self, at: u16, coverage: &mut Coverage) -> Result<(), String> {
+        let log = self.log();
+        let boundaries = self.model.lock().boundaries();
+        let Some(&from) = boundaries.get(at as usize % boundaries.len().max(1)) else { return Ok(()) };
+        let durable = log.durable_lsn();
+        let mut reader = match log.read_from(from) {
+            Ok(reader) => reader,
+            Err(Error::Reused { .. }) => {
+                coverage.point("read_from: reused");
+                return Ok(());
+            }
+            Err(Error::Poisoned { .. }) => return Ok(()),
+            Err(error) => return Err(format!("read_from({from}) at a boundary: {error}")),
+        };
+        let mut position = from;
+        loop {
+            match reader.try_next() {
+                Ok(Some(group)) => {
+                    let model = self.model.lock();
+                    let Some(want) = model.groups.get(&group.start_lsn()) else {
+                        // An append still on its way into the model.
+                        drop(model);
+                        std::thread::sleep(Duration::from_millis(50));
+                        if self.model.lock().groups.contains_key(&group.start_lsn()) {
+                            continue;
+                        }
+                        return Err(format!(
+                            "read_from({from}) returned a group at {} nobody appended",
+                            group.start_lsn()
+                        ));
+                    };
+                    let records: Vec<Vec<u8>> = group.records().map(<[u8]>::to_vec).collect();
+                    if group.start_lsn() != position || group.end_lsn() != want.end || records != want.records {
+                        return Err(format!(
+                            "read_from({from}) returned {}..{}, not the group appended there",
+                            group.start_lsn(),
+                            group.end_lsn()
+                        ));
+                    }
+                    position = group.end_lsn();
+                }
+                Ok(None) => break,
+                Err(Error::Reused { .. }) => {
+                    coverage.point("read_from: reused");
+                    return Ok(());
+                }
+                Err(Error::Poisoned { .. } | Error::Closed) => return Ok(()),
+                Err(error) => return Err(format!("read_from({from}) at {position}: {error}")),
+            }
+        }
+        let model = self.model.lock();
+        let missed =
+            model.groups.range(position..).next().filter(|(start, group)| **start == position && group.end <= durable);
+        if let Some((start, group)) = missed {
+            return Err(format!(
+                "read_from({from}) ended at {position} before the durable group {start}..{}",
+                group.end
+            ));
+        }
+        Ok(())
+    }
+
+    /// `read_from` at an LSN inside a durable group is `InvalidLsn`.
+    fn read_inside(&mut self, at: u16) -> Result<(), String> {
+        let log = self.log();
+        let durable = log.durable_lsn();
+        let inside: Vec<Lsn> = {
+            let model = self.model.lock();
+            model
+                .groups
+                .iter()
+                .filter(|(start, group)| {
+                    group.end <= durable && group.end.as_u64() > start.as_u64() + 1 && **start >= log.checkpoint_lsn()
+                })
+                .map(|(start, group)| {
+                    Lsn::from_u64(start.as_u64() + 1 + u64::from(at) % (group.end.as_u64() - start.as_u64() - 1))
+                })
+                .collect()
+        };
+        let Some(&lsn) = inside.get(at as usize % inside.len().max(1)) else { return Ok(()) };
+        match log.read_from(lsn).and_then(|mut reader| reader.try_next()) {
+            Err(Error::InvalidLsn { .. } | Error::Reused { .. } | Error::Poisoned { .. }) => Ok(()),
+            other => Err(format!("read_from({lsn}) inside a group: {other:?}")),
+        }
+    }
+}
+
+fn seeds() -> std::ops::Range<u64> {
+    let count =
+        std::env::var("REDOLOG_SIM_SEEDS").map_or(200, |seeds| seeds.parse().expect("REDOLOG_SIM_SEEDS is a number"));
+    let first =
+        std::env::var("REDOLOG_SIM_FIRST").map_or(0, |first| first.parse().expect("REDOLOG_SIM_FIRST is a number"));
+    first..first + count
+}
+
+/// Operations per schedule.
+const SCHEDULE_LEN: usize = 80;
+
+#[test]
+fn the_whole_api_under_crashes_keeps_every_promise() {
+    let seeds = seeds();
+    let count = seeds.end - seeds.start;
+    let started = Instant::now();
+    let coverage = redolog::sim::explore::<LogWorld>(seeds, SCHEDULE_LEN);
+    eprintln!("{count} seeds in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!("{}", coverage.report(&KINDS, &POINTS));
+    if count >= 2000 {
+        let missing = coverage.missing(&KINDS, &POINTS);
+        assert!(missing.is_empty(), "a long run left paths unreached: {missing:?}");
+    }
+}
