@@ -339,6 +339,12 @@ pub(crate) fn next_boundary(core: &Core, from: Lsn, timeout: Duration) -> Result
             if let Some(boundary) = boundary_in(core, from, synced)? {
                 return Ok(Some(boundary));
             }
+            // Everything appended is durable: the end is the end of the last
+            // group, the boundary after `from` even when that group ends at
+            // a block's last data byte (no block after it records it).
+            if core.appender.reserved_end() == synced {
+                return Ok(Some(synced));
+            }
         }
         core.stages.check()?;
         if core.stages.is_shutdown() {

@@ -487,3 +487,63 @@ fn the_checkpoint_a_recovery_starts_from_is_durable() {
         Log::open_with_storage(Path::new(DIR), config, image.to_storage()).expect("open after a power loss");
     assert_eq!(recovery.checkpoint_lsn(), checkpoint, "a power loss never takes the log back past it");
 }
+
+/// Found by the simulation: a checkpoint inside the last group — a full
+/// log's checkpoint first checkpoints at what is durable, inside a group —
+/// when that group ends at a block's last data byte. Recovery looked for
+/// the next group start after the checkpoint, found none (the next block
+/// was never written: nothing follows), and took the group for one a crash
+/// cut off: a cleanly closed log then refused to open ("closed cleanly at
+/// … but its groups end at …"), and a crashed one ended at the checkpoint.
+/// Recovery now reads that group from its start, in the blocks before the
+/// checkpoint, to see where it ends.
+#[test]
+fn a_checkpoint_inside_a_last_group_that_ends_at_a_block_end_recovers() {
+    for close in [true, false] {
+        let storage = MemStorage::new();
+        let config = Config { pipeline: Pipeline::GroupCommit, ..ring_log() };
+        let (log, _) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("create");
+        log.commit(b"before", Durability::Synced).expect("commit");
+        let start = log.end_lsn();
+        // A group of header 8 + record length 4 + body that ends exactly at
+        // the last data byte of the fifth block after the one it starts in.
+        let data_end = 508;
+        let to_end = 5 * 492 + (data_end - start.as_u64() % 512);
+        let end = log.commit(&vec![9u8; to_end as usize - 12], Durability::Synced).expect("commit");
+        assert_eq!(end.as_u64() % 512, 16, "the group ends at a block's end: {end}");
+        let inside = Lsn::from_u64((start.as_u64() / 512 + 2) * 512 + 16);
+        log.checkpoint(inside).expect("a checkpoint inside the group");
+        if close {
+            log.close().expect("close");
+        } else {
+            log.simulate_crash();
+        }
+        drop(log);
+        let (log, recovery) = Log::open_with_storage(Path::new(DIR), config, storage).expect("reopen");
+        let expected = if close { LogEnd::CleanShutdown } else { LogEnd::Clean };
+        assert_eq!((recovery.end(), recovery.count()), (expected, 0), "closed: {close}");
+        assert_eq!(log.end_lsn(), end, "the log goes on after the group, closed: {close}");
+    }
+}
+
+/// The same group seen by a new archive: its consumer starts at the
+/// checkpoint inside the group, and the archive at the next group boundary
+/// — the group's end, which no block records when the group ends at a
+/// block's last data byte and nothing follows. It waited 10 s for one and
+/// gave up (`InvalidLsn`).
+#[test]
+fn a_new_archive_at_a_checkpoint_inside_a_last_group_that_ends_at_a_block_end_starts_at_its_end() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let (log, _) = Log::open(dir.path().join("redo"), common::archive_log()).expect("create");
+    let log = std::sync::Arc::new(log);
+    let start = log.end_lsn();
+    let to_end = 5 * 492 + (508 - start.as_u64() % 512);
+    let end = log.commit(&vec![9u8; to_end as usize - 12], Durability::Synced).expect("commit");
+    assert_eq!(end.as_u64() % 512, 16, "the group ends at a block's end: {end}");
+    log.checkpoint(Lsn::from_u64((start.as_u64() / 512 + 2) * 512 + 16)).expect("a checkpoint inside the group");
+    let started = std::time::Instant::now();
+    let archiver = redolog::archive::Archiver::start(&log, dir.path().join("archive")).expect("start");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "the archive starts at once");
+    log.close().expect("close");
+    assert_eq!(archiver.stop().expect("stop"), end);
+}

@@ -122,7 +122,15 @@ fn find_start_in(files: &Arc<Files>, blocks: &mut BlockReader, checkpoint: Lsn) 
                     let stream_end = Lsn(block.data_start().0 + header.data_len as u64);
                     return Ok((checkpoint, Some(stream_end)));
                 }
-                _ => return Ok((checkpoint, Some(block.data_start()))),
+                // Nothing follows a full block. The group holding the
+                // checkpoint was cut off there, or ended at that block's
+                // last data byte (then the next block, where the next
+                // group would start, was never written): its header says
+                // which (found by the simulation of the whole API).
+                _ => match group_ending_at(files, checkpoint, block.data_start())? {
+                    Some(end) => return Ok((end, None)),
+                    None => return Ok((checkpoint, Some(block.data_start()))),
+                },
             }
         }
     }
@@ -141,6 +149,41 @@ fn find_start_in(files: &Arc<Files>, blocks: &mut BlockReader, checkpoint: Lsn) 
     };
     blocks.key_ids.extend(groups.blocks.key_ids);
     Ok(found)
+}
+
+/// Whether the group holding `checkpoint` (which lies inside it) ends
+/// exactly at `end`: read from its start, in the blocks before the
+/// checkpoint's. They are intact when it does: the writer wrote no further
+/// than `end`, less than a lap past them. `None` when it does not, or the
+/// blocks do not tell.
+fn group_ending_at(files: &Arc<Files>, checkpoint: Lsn, end: Lsn) -> Result<Option<Lsn>> {
+    let mut blocks = BlockReader::new(files.clone());
+    let mut block = checkpoint.block();
+    let oldest = BlockNo(end.block().0.saturating_sub(files.layout.ring_blocks)).max(files.oldest);
+    // Back to the nearest block where a group starts before the checkpoint.
+    let first = loop {
+        if block <= oldest {
+            return Ok(None);
+        }
+        block = BlockNo(block.0 - 1);
+        match blocks.checked_state(block)? {
+            BlockState::Valid(header) if header.first_group != 0 => {
+                break Lsn(block.start().0 + header.first_group as u64);
+            }
+            BlockState::Valid(_) => {}
+            _ => return Ok(None),
+        }
+    };
+    let mut groups = GroupReader::new(blocks, first, false);
+    loop {
+        match groups.next_step()? {
+            Step::Group(group) if group.end_lsn() > checkpoint => {
+                return Ok((group.end_lsn() == end).then_some(end));
+            }
+            Step::Group(_) => {}
+            Step::End { .. } | Step::Damaged(_) => return Ok(None),
+        }
+    }
 }
 
 /// Scans from the checkpoint to the end and decides how the log ended. Reads
