@@ -188,6 +188,11 @@ struct Model {
     groups: BTreeMap<Lsn, Appended>,
     /// Completed checkpoints: (done, lsn).
     checkpoints: Vec<(usize, Lsn)>,
+    /// Requested checkpoints, completed or not: (started, lsn). By asking,
+    /// the engine said everything before `lsn` is persistent elsewhere:
+    /// the log may start recovery anywhere up to it (a full log's
+    /// checkpoint first checkpoints at what is durable, inside a group).
+    requested: Vec<(usize, Lsn)>,
     /// Per consumer name: (started, done, event).
     consumers: BTreeMap<String, Vec<(usize, usize, ConsumerEvent)>>,
     /// Violations found on other threads.
@@ -197,9 +202,16 @@ struct Model {
 }
 
 impl Model {
-    fn acked_end(&self, upto: usize, keep_all: bool) -> Lsn {
+    /// The end of the last group acknowledged within the first `upto`
+    /// operations that recovery from `checkpoint` must return: not one
+    /// before the checkpoint, nor one it lies in that a requested
+    /// checkpoint covered.
+    fn acked_end(&self, upto: usize, keep_all: bool, checkpoint: Lsn) -> Lsn {
+        let requested = self.requested_upto(upto);
         self.groups
-            .values()
+            .iter()
+            .filter(|(start, group)| **start >= checkpoint || group.end > requested)
+            .map(|(_, group)| group)
             .filter(|group| {
                 group.acks.iter().any(|(at, durability)| {
                     *at <= upto
@@ -209,6 +221,11 @@ impl Model {
             .map(|group| group.end)
             .max()
             .unwrap_or(Lsn::from_u64(0))
+    }
+
+    /// The furthest checkpoint requested within the first `upto` operations.
+    fn requested_upto(&self, upto: usize) -> Lsn {
+        self.requested.iter().filter(|(at, _)| *at <= upto).map(|(_, lsn)| *lsn).max().unwrap_or(Lsn::from_u64(0))
     }
 
     fn boundaries(&self) -> Vec<Lsn> {
@@ -500,6 +517,7 @@ impl LogWorld {
         let mut model = self.model.lock();
         model.groups = groups;
         model.checkpoints = vec![(origin, checkpoint)];
+        model.requested = vec![(origin, checkpoint)];
         model.consumers = log
             .consumers()
             .into_iter()
@@ -522,8 +540,10 @@ impl LogWorld {
     ) -> Result<redolog::storage::CrashImage, String> {
         let image = state.crash(mode);
         let config = Config { encryption: self.config.encryption.clone(), ..self.config.clone() };
-        let (log, recovery) = Log::open_with_storage(Path::new(DIR), config, image.to_storage())
-            .map_err(|error| format!("{context}: the log does not open: {error}"))?;
+        let (log, recovery) = Log::open_with_storage(Path::new(DIR), config, image.to_storage()).map_err(|error| {
+            dump(&image);
+            format!("{context}: the log does not open: {error}")
+        })?;
         let checkpoint = recovery.checkpoint_lsn();
         let recovered: Vec<(Lsn, Lsn, Vec<Vec<u8>>)> = recovery
             .map(|group| {
@@ -553,9 +573,26 @@ impl LogWorld {
             }
         }
         let recovered_end = recovered.last().map_or(checkpoint, |(_, end, _)| *end);
-        let acked = model.acked_end(ops, mode == CrashMode::KeepAll);
+        let requested = model.requested_upto(ops);
+        if checkpoint > requested {
+            return Err(format!(
+                "{context}: recovery starts at {checkpoint}, past every checkpoint asked for ({requested})"
+            ));
+        }
+        let acked = model.acked_end(ops, mode == CrashMode::KeepAll, checkpoint);
         if acked > recovered_end.max(checkpoint) {
-            return Err(format!("{context}: acknowledged up to {acked}, recovered to {recovered_end}"));
+            let lost: Vec<String> = model
+                .groups
+                .range(recovered_end..)
+                .filter(|(_, group)| !group.acks.is_empty())
+                .take(3)
+                .map(|(start, group)| format!("{start}..{} acknowledged {:?}", group.end, group.acks))
+                .collect();
+            return Err(format!(
+                "{context}: acknowledged up to {acked}, recovered to {recovered_end} from the checkpoint at \
+                 {checkpoint}; lost: {}",
+                lost.join(", ")
+            ));
         }
         // Consumers: what completed before the crash, unless a later change
         // was in flight then.
@@ -658,6 +695,27 @@ impl LogWorld {
         self.open(image.to_recording(), &context)
     }
 
+    /// Asks for a checkpoint at `lsn` on a thread of its own (`call`),
+    /// recording the request, its span and, if it succeeds, its completion.
+    fn checkpoint_call(&mut self, log: &Arc<Log>, lsn: Lsn) -> bool {
+        let (log, model, storage, spans) = (log.clone(), self.model.clone(), self.storage.clone(), self.spans.clone());
+        let started = storage.op_count();
+        model.lock().requested.push((started, lsn));
+        let span = {
+            let mut spans = spans.lock();
+            spans.push(("checkpoint", started, usize::MAX));
+            spans.len() - 1
+        };
+        self.call("checkpoint", move || {
+            let outcome = log.checkpoint(lsn);
+            let done = storage.op_count();
+            spans.lock()[span].2 = done;
+            if outcome.is_ok() {
+                model.lock().checkpoints.push((done, lsn));
+            }
+        })
+    }
+
     /// Cuts off every consumer of `log` (the operator's way).
     fn drop_consumers(&self, log: &Log) {
         for consumer in log.consumers() {
@@ -723,6 +781,18 @@ impl LogWorld {
         if !finished {
             coverage.point("an operation went on in the background");
         }
+    }
+}
+
+/// With `REDOLOG_SIM_DUMP=DIR`, writes the image of a log that did not
+/// open into DIR (for `redolog dump`).
+fn dump(image: &redolog::storage::CrashImage) {
+    let Some(dir) = std::env::var_os("REDOLOG_SIM_DUMP") else { return };
+    let dir = Path::new(&dir);
+    for (path, bytes) in &image.files {
+        let Some(name) = path.file_name() else { continue };
+        let _ = std::fs::create_dir_all(dir);
+        let _ = std::fs::write(dir.join(name), bytes);
     }
 }
 
@@ -1006,21 +1076,8 @@ impl LogWorld {
 
     fn op_checkpoint(&mut self, at: CheckpointAt) {
         let lsn = self.resolve(at);
-        let (log, model, storage, spans) = (self.log(), self.model.clone(), self.storage.clone(), self.spans.clone());
-        let started = storage.op_count();
-        let span = {
-            let mut spans = spans.lock();
-            spans.push(("checkpoint", started, usize::MAX));
-            spans.len() - 1
-        };
-        self.call("checkpoint", move || {
-            let outcome = log.checkpoint(lsn);
-            let done = storage.op_count();
-            spans.lock()[span].2 = done;
-            if outcome.is_ok() {
-                model.lock().checkpoints.push((done, lsn));
-            }
-        });
+        let log = self.log();
+        self.checkpoint_call(&log, lsn);
     }
 
     fn op_resize(&mut self, grow: bool) {
@@ -1179,13 +1236,7 @@ impl LogWorld {
                     // Close needs file space for what it has still to write:
                     // checkpoint, and cut off the consumers that hold it
                     // (the operator's way), as the engine would.
-                    let (checkpointer, model, storage) = (log.clone(), self.model.clone(), self.storage.clone());
-                    let end = log.end_lsn();
-                    let checkpointed = self.call("checkpoint", move || {
-                        if checkpointer.checkpoint(end).is_ok() {
-                            model.lock().checkpoints.push((storage.op_count(), end));
-                        }
-                    });
+                    let checkpointed = self.checkpoint_call(log, log.end_lsn());
                     if !checkpointed {
                         self.drop_consumers(log);
                     }
@@ -1250,14 +1301,7 @@ impl LogWorld {
         // Free the log: everything in the background can finish.
         let mut rounds = 0;
         while !self.background.is_empty() && rounds < 200 {
-            let end = log.end_lsn();
-            let (model, storage) = (self.model.clone(), self.storage.clone());
-            let checkpointer = log.clone();
-            let finished = self.call("checkpoint", move || {
-                if checkpointer.checkpoint(end).is_ok() {
-                    model.lock().checkpoints.push((storage.op_count(), end));
-                }
-            });
+            let finished = self.checkpoint_call(&log, log.end_lsn());
             if !finished {
                 coverage.point("settle: a checkpoint at the end waits");
             }
