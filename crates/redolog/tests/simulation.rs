@@ -61,7 +61,35 @@ struct FaultPlan {
     sync: AtomicBool,
     /// Set once the failure was injected.
     fired: AtomicBool,
+    /// Until this instant (ns since `EPOCH`) every fdatasync takes
+    /// `SLOW_SYNC`: a slow disk, which holds a sync pass (and the
+    /// checkpoint waiting for it) open.
+    slow_until_ns: AtomicU64,
+    /// One fdatasync in this many is slow, whatever the time (0: none):
+    /// FoundationDB's BUGGIFY for the disk, per seed.
+    slow_one_in: AtomicU64,
+    /// Counts fdatasyncs, to pick the slow ones.
+    syncs: AtomicU64,
 }
+
+/// The simulation's clock origin.
+static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+fn now_ns() -> u64 {
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+impl FaultPlan {
+    fn slow_now(&self) -> bool {
+        let count = self.syncs.fetch_add(1, Ordering::SeqCst);
+        let one_in = self.slow_one_in.load(Ordering::SeqCst);
+        let picked = one_in != 0 && (count.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % one_in == 0;
+        picked || now_ns() < self.slow_until_ns.load(Ordering::SeqCst)
+    }
+}
+
+/// How long an fdatasync of a slow disk takes.
+const SLOW_SYNC: Duration = Duration::from_millis(15);
 
 impl FaultPlan {
     fn arm(&self, sync: bool, after: u8) {
@@ -152,6 +180,9 @@ impl StorageFile for SimFile {
     }
     fn sync_data(&self) -> std::io::Result<()> {
         self.storage.ops.fetch_add(1, Ordering::SeqCst);
+        if self.storage.plan.slow_now() {
+            std::thread::sleep(SLOW_SYNC);
+        }
         if self.storage.plan.strikes(true) {
             return Err(injected());
         }
@@ -204,13 +235,11 @@ struct Model {
 impl Model {
     /// The end of the last group acknowledged within the first `upto`
     /// operations that recovery from `checkpoint` must return: not one
-    /// before the checkpoint, nor one it lies in that a requested
-    /// checkpoint covered.
+    /// before the checkpoint, nor one it lies in (the checkpoint was asked
+    /// for, `check_image` checks: inside the group, or past it).
     fn acked_end(&self, upto: usize, keep_all: bool, checkpoint: Lsn) -> Lsn {
-        let requested = self.requested_upto(upto);
         self.groups
-            .iter()
-            .filter(|(start, group)| **start >= checkpoint || group.end > requested)
+            .range(checkpoint..)
             .map(|(_, group)| group)
             .filter(|group| {
                 group.acks.iter().any(|(at, durability)| {
@@ -271,6 +300,10 @@ enum Op {
     /// An engine writing faster than it checkpoints: `Buffered` groups until
     /// the log has at most a few KiB free.
     Fill,
+    /// The disk slows down for the next `ms` milliseconds.
+    SlowDisk {
+        ms: u16,
+    },
     Commit {
         size: u8,
         durability: Durability,
@@ -288,7 +321,11 @@ enum Op {
         threads: u8,
         commits: u8,
     },
-    Checkpoint(CheckpointAt),
+    /// With `beside`, the schedule goes on at once, beside the checkpoint.
+    Checkpoint {
+        at: CheckpointAt,
+        beside: bool,
+    },
     Resize {
         grow: bool,
     },
@@ -332,7 +369,7 @@ impl Op {
 }
 
 /// The kinds, in the order of the coverage report.
-const KINDS: [&str; 22] = [
+const KINDS: [&str; 23] = [
     "append",
     "fill",
     "commit",
@@ -352,6 +389,7 @@ const KINDS: [&str; 22] = [
     "drop",
     "crash",
     "fail",
+    "slow_disk",
     "probe_closed",
     "settle",
     "rotate_key",
@@ -450,6 +488,12 @@ impl LogWorld {
     /// Runs `call` on a thread of its own; waits for it up to `GRACE`, then
     /// leaves it in the background. Returns whether it finished.
     fn call(&mut self, what: &'static str, call: impl FnOnce() + Send + 'static) -> bool {
+        self.call_waiting(what, GRACE, call)
+    }
+
+    /// `call`, waiting up to `grace` (zero: the schedule goes on at once,
+    /// beside it).
+    fn call_waiting(&mut self, what: &'static str, grace: Duration, call: impl FnOnce() + Send + 'static) -> bool {
         let (sender, receiver) = mpsc::channel();
         std::thread::Builder::new()
             .name(format!("sim-{what}"))
@@ -458,7 +502,7 @@ impl LogWorld {
                 let _ = sender.send(());
             })
             .expect("spawn an operation's thread");
-        match receiver.recv_timeout(GRACE) {
+        match receiver.recv_timeout(grace) {
             Ok(()) => true,
             Err(_) => {
                 self.background.push(Background { what, done: receiver });
@@ -494,6 +538,7 @@ impl LogWorld {
     fn open(&mut self, storage: CrashStorage, context: &str) -> Result<(), String> {
         self.storage = storage.clone();
         self.handle = SimStorage::new(storage);
+        self.handle.plan.slow_one_in.store([0, 0, 50, 10][(self.seed % 4) as usize], Ordering::SeqCst);
         self.failure_handled = false;
         if self.config.encryption.is_some() {
             self.config.encryption = Some(encryption(self.key_ids));
@@ -695,9 +740,36 @@ impl LogWorld {
         self.open(image.to_recording(), &context)
     }
 
+    /// INV-42, liveness: with no consumer holding the log, a checkpoint in
+    /// flight returns by itself — whatever else runs (a shrink) — and
+    /// without another checkpoint's help. Called before the operations
+    /// that would help it (another checkpoint, a crash, a close).
+    fn checkpoints_return(&mut self) -> Result<(), String> {
+        let waiting = || self.spans.lock().iter().any(|(what, _, done)| *what == "checkpoint" && *done == usize::MAX);
+        if !waiting() || self.log.as_ref().is_some_and(|log| !log.consumers().is_empty()) {
+            return Ok(());
+        }
+        let deadline = Instant::now() + LIVENESS;
+        while waiting() {
+            if self.handle.plan.fired.load(Ordering::SeqCst) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err("hang: a checkpoint did not return with no consumer holding the log".into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
     /// Asks for a checkpoint at `lsn` on a thread of its own (`call`),
     /// recording the request, its span and, if it succeeds, its completion.
     fn checkpoint_call(&mut self, log: &Arc<Log>, lsn: Lsn) -> bool {
+        self.checkpoint_beside(log, lsn, GRACE)
+    }
+
+    /// `checkpoint_call`, waiting up to `grace` for it.
+    fn checkpoint_beside(&mut self, log: &Arc<Log>, lsn: Lsn, grace: Duration) -> bool {
         let (log, model, storage, spans) = (log.clone(), self.model.clone(), self.storage.clone(), self.spans.clone());
         let started = storage.op_count();
         model.lock().requested.push((started, lsn));
@@ -706,7 +778,7 @@ impl LogWorld {
             spans.push(("checkpoint", started, usize::MAX));
             spans.len() - 1
         };
-        self.call("checkpoint", move || {
+        self.call_waiting("checkpoint", grace, move || {
             let outcome = log.checkpoint(lsn);
             let done = storage.op_count();
             spans.lock()[span].2 = done;
@@ -861,7 +933,7 @@ impl Simulation for LogWorld {
             440..=469 => Op::CommitAsync { size },
             470..=499 => Op::OnDurable { size },
             500..=529 => Op::Burst { threads: rng.u8(2..5), commits: rng.u8(1..6) },
-            530..=599 => Op::Checkpoint(draw_at(rng)),
+            530..=599 => Op::Checkpoint { at: draw_at(rng), beside: rng.u8(0..4) == 0 },
             600..=639 => Op::Resize { grow: rng.bool() },
             640..=664 => Op::CreateConsumer { slot: rng.u8(..) },
             665..=689 => Op::AdvanceConsumer { slot: rng.u8(..), at: draw_at(rng) },
@@ -877,7 +949,8 @@ impl Simulation for LogWorld {
                 again: rng.bool().then(|| (if rng.bool() { u16::MAX } else { rng.u16(..) }, rng.u8(..))),
             },
             885..=899 => Op::Fail { sync: rng.bool(), after: rng.u8(0..6) },
-            900..=924 => Op::ProbeClosed,
+            900..=914 => Op::SlowDisk { ms: rng.u16(50..500) },
+            915..=924 => Op::ProbeClosed,
             925..=964 => Op::Settle,
             _ => Op::RotateKey,
         }
@@ -892,7 +965,7 @@ impl Simulation for LogWorld {
             Op::CommitAsync { .. } => "commit_async",
             Op::OnDurable { .. } => "on_durable",
             Op::Burst { .. } => "burst",
-            Op::Checkpoint(_) => "checkpoint",
+            Op::Checkpoint { .. } => "checkpoint",
             Op::Resize { .. } => "resize",
             Op::CreateConsumer { .. } => "create_consumer",
             Op::AdvanceConsumer { .. } => "advance_consumer",
@@ -904,6 +977,7 @@ impl Simulation for LogWorld {
             Op::Drop => "drop",
             Op::Crash { .. } => "crash",
             Op::Fail { .. } => "fail",
+            Op::SlowDisk { .. } => "slow_disk",
             Op::ProbeClosed => "probe_closed",
             Op::Settle => "settle",
             Op::RotateKey => "rotate_key",
@@ -931,6 +1005,18 @@ impl Simulation for LogWorld {
                 coverage.point("a failure the log absorbed");
             }
         }
+        if matches!(
+            op,
+            Op::Checkpoint { .. }
+                | Op::Crash { .. }
+                | Op::Close
+                | Op::Drop
+                | Op::RotateKey
+                | Op::AdvanceConsumer { .. }
+                | Op::DropConsumer { .. }
+        ) {
+            self.checkpoints_return()?;
+        }
         match op.clone() {
             Op::Append { size, records } => {
                 self.append(Op::size(size), records as usize, Durability::Buffered, coverage)
@@ -941,8 +1027,8 @@ impl Simulation for LogWorld {
             Op::CommitAsync { size } => self.op_commit_async(size),
             Op::OnDurable { size } => self.op_on_durable(size),
             Op::Burst { threads, commits } => self.op_burst(threads, commits),
-            Op::Checkpoint(at) => self.op_checkpoint(at),
-            Op::Resize { grow } => self.op_resize(grow),
+            Op::Checkpoint { at, beside } => self.op_checkpoint(at, beside),
+            Op::Resize { grow } => self.op_resize(grow, coverage),
             Op::CreateConsumer { slot } => self.op_create_consumer(slot),
             Op::AdvanceConsumer { slot, at } => self.op_advance_consumer(slot, at),
             Op::DropConsumer { slot } => self.op_drop_consumer(slot),
@@ -953,6 +1039,10 @@ impl Simulation for LogWorld {
             Op::Drop => self.op_drop(coverage)?,
             Op::Crash { point, mode, again } => self.crash(point, mode, again, coverage)?,
             Op::Fail { sync, after } => self.handle.plan.arm(sync, after),
+            Op::SlowDisk { ms } => {
+                let until = now_ns() + u64::from(ms) * 1_000_000;
+                self.handle.plan.slow_until_ns.store(until, Ordering::SeqCst);
+            }
             Op::ProbeClosed => self.op_probe_closed()?,
             Op::Settle => self.settle(coverage)?,
         }
@@ -1074,16 +1164,21 @@ impl LogWorld {
         }
     }
 
-    fn op_checkpoint(&mut self, at: CheckpointAt) {
+    fn op_checkpoint(&mut self, at: CheckpointAt, beside: bool) {
         let lsn = self.resolve(at);
         let log = self.log();
-        self.checkpoint_call(&log, lsn);
+        self.checkpoint_beside(&log, lsn, if beside { Duration::ZERO } else { GRACE });
     }
 
-    fn op_resize(&mut self, grow: bool) {
+    fn op_resize(&mut self, grow: bool, coverage: &mut Coverage) {
         let log = self.log();
         let capacity = if grow { log.capacity_bytes() * 2 } else { log.capacity_bytes() / 2 };
         let capacity = capacity.clamp(Config::CAPACITY_BYTES_MIN, 8 << 20);
+        let checkpointing =
+            self.spans.lock().iter().any(|(what, _, done)| *what == "checkpoint" && *done == usize::MAX);
+        if !grow && capacity < log.capacity_bytes() && checkpointing {
+            coverage.point("a shrink beside a checkpoint in flight");
+        }
         let (storage, spans) = (self.storage.clone(), self.spans.clone());
         let span = {
             let mut spans = spans.lock();
@@ -1287,17 +1382,7 @@ impl LogWorld {
         let log = self.log();
         self.consumers.clear();
         self.drop_consumers(&log);
-        // Checkpoints return by themselves now (INV-42).
-        let deadline = Instant::now() + LIVENESS;
-        while self.spans.lock().iter().any(|(what, _, done)| *what == "checkpoint" && *done == usize::MAX) {
-            if self.handle.plan.fired.load(Ordering::SeqCst) {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err("hang: a checkpoint did not return with no consumer holding the log".into());
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        self.checkpoints_return()?;
         // Free the log: everything in the background can finish.
         let mut rounds = 0;
         while !self.background.is_empty() && rounds < 200 {
@@ -1336,14 +1421,12 @@ impl LogWorld {
         loop {
             match reader.try_next() {
                 Ok(Some(group)) => {
+                    if !self.model.lock().groups.contains_key(&group.start_lsn()) {
+                        // An append still on its way into the model.
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
                     let model = self.model.lock();
                     let Some(want) = model.groups.get(&group.start_lsn()) else {
-                        // An append still on its way into the model.
-                        drop(model);
-                        std::thread::sleep(Duration::from_millis(50));
-                        if self.model.lock().groups.contains_key(&group.start_lsn()) {
-                            continue;
-                        }
                         return Err(format!(
                             "read_from({from}) returned a group at {} nobody appended",
                             group.start_lsn()
