@@ -639,25 +639,9 @@ impl LogWorld {
                 lost.join(", ")
             ));
         }
-        // Consumers: what completed before the crash, unless a later change
-        // was in flight then.
         let kept: BTreeMap<String, Lsn> =
             log.consumers().into_iter().map(|consumer| (consumer.name, consumer.lsn)).collect();
-        for (name, events) in &model.consumers {
-            if events.iter().any(|(started, done, _)| *started <= ops && *done > ops) {
-                continue;
-            }
-            match events.iter().rev().find(|(_, done, _)| *done <= ops).map(|(_, _, event)| event) {
-                Some(ConsumerEvent::Created(lsn) | ConsumerEvent::Advanced(lsn)) => match kept.get(name) {
-                    Some(at) if at >= lsn => {}
-                    other => return Err(format!("{context}: consumer {name} at {lsn} came back as {other:?}")),
-                },
-                Some(ConsumerEvent::Dropped) if kept.contains_key(name) => {
-                    return Err(format!("{context}: the dropped consumer {name} came back"))
-                }
-                _ => {}
-            }
-        }
+        check_consumers(&model, &kept, ops, context)?;
         drop(model);
         log.simulate_crash();
         Ok(image)
@@ -854,6 +838,28 @@ impl LogWorld {
             coverage.point("an operation went on in the background");
         }
     }
+}
+
+/// The consumers a recovery `kept` (name, position) against the model after
+/// `ops` operations: what completed before the crash, unless a later
+/// change was in flight then.
+fn check_consumers(model: &Model, kept: &BTreeMap<String, Lsn>, ops: usize, context: &str) -> Result<(), String> {
+    for (name, events) in &model.consumers {
+        if events.iter().any(|(started, done, _)| *started <= ops && *done > ops) {
+            continue;
+        }
+        match events.iter().rev().find(|(_, done, _)| *done <= ops).map(|(_, _, event)| event) {
+            Some(ConsumerEvent::Created(lsn) | ConsumerEvent::Advanced(lsn)) => match kept.get(name) {
+                Some(at) if at >= lsn => {}
+                other => return Err(format!("{context}: consumer {name} at {lsn} came back as {other:?}")),
+            },
+            Some(ConsumerEvent::Dropped) if kept.contains_key(name) => {
+                return Err(format!("{context}: the dropped consumer {name} came back"))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// With `REDOLOG_SIM_DUMP=DIR`, writes the image of a log that did not
