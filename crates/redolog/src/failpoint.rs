@@ -59,6 +59,10 @@ pub const FAILPOINTS: &[&str] = &[
     "archive.sync",
     "archive.create",
     "archive.cut",
+    "archive.rename",
+    "archive.sync_dir",
+    "archive.remove",
+    "archive.open",
 ];
 
 /// `Err` if the failpoint `name` is configured to `return`.

@@ -366,6 +366,11 @@ impl Log {
         &self.core
     }
 
+    /// Where the log's files live (the archiver keeps its archive there).
+    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
     /// The log's owners, shared (the archiver's handle).
     pub(crate) fn core_arc(&self) -> Arc<Core> {
         self.core.clone()

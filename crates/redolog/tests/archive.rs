@@ -237,14 +237,16 @@ fn an_archive_ahead_of_a_log_that_lost_its_unsynced_tail_is_cut_back() {
         assert!(std::time::Instant::now() < deadline, "the archive follows the written log");
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    // Power loss: what the log did not sync is gone; the archive kept it.
+    // Power loss: what the log did not sync is gone; the archive synced it.
+    // (The archive lives on the log's storage: one crash image holds both.)
     let image = storage.state().crash(CrashMode::DropUnsynced).to_storage();
     drop(archiver);
     Arc::into_inner(log).expect("the archiver released the log").simulate_crash();
-    let log = Arc::new(Log::open_with_storage(log_dir, common::archive_log(), image).expect("reopen").0);
+    let log = Arc::new(Log::open_with_storage(log_dir, common::archive_log(), image.clone()).expect("reopen").0);
     let recovered = log.end_lsn();
     assert!(recovered < written, "the Written groups were lost ({recovered} < {written})");
-    assert_eq!(common::archived(dir.path()).last().map(|(end, _)| *end), Some(written), "the archive is ahead");
+    let archived = common::archived_in(dir.path(), image.clone());
+    assert_eq!(archived.last().map(|(end, _)| *end), Some(written), "the archive is ahead");
     committed.retain(|(end, _)| *end <= recovered);
     // The log writes other groups where the archive still holds the lost
     // ones, before the archiver starts again: it must not splice them.
@@ -253,7 +255,7 @@ fn an_archive_ahead_of_a_log_that_lost_its_unsynced_tail_is_cut_back() {
     committed.extend(commit(&log, 200, 20));
     log.close().expect("close");
     archiver.stop().expect("stop");
-    assert_same(&common::archived(dir.path()), &committed);
+    assert_same(&common::archived_in(dir.path(), image), &committed);
 }
 
 /// `stop` copies what the log had written when it was asked, then returns,

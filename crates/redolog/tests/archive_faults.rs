@@ -61,7 +61,9 @@ fn fail_while_running(name: &str) {
 #[test]
 fn every_archiver_failpoint_stops_it_and_the_next_start_resumes() {
     let scenario = fail::FailScenario::setup();
-    for name in ["archive.write", "archive.sync", "archive.create"] {
+    // A running archiver writes, syncs, and begins segments (create,
+    // rename, directory sync).
+    for name in ["archive.write", "archive.sync", "archive.create", "archive.rename", "archive.sync_dir"] {
         fail_while_running(name);
     }
     // A failed cut of a torn tail: the start fails, the next one cuts it.
@@ -79,14 +81,58 @@ fn every_archiver_failpoint_stops_it_and_the_next_start_resumes() {
     let last = names.last().expect("a segment");
     use std::io::Write;
     std::fs::OpenOptions::new().append(true).open(last).expect("open").write_all(&[0x5A; 50]).expect("tear");
-    fail::cfg("archive.cut", "1*return->off").expect("configure");
-    let refused = start(&log, dir.path());
-    assert!(matches!(refused, Err(Error::Io { op: "fdatasync", .. })), "{refused:?}");
-    fail::remove("archive.cut");
+    // The start opens the segments, removes those past the cut, and cuts
+    // the last one: each failing once fails that start, and the next
+    // start cuts what is left.
+    for name in ["archive.open", "archive.cut"] {
+        fail::cfg(name, "1*return->off").expect("configure");
+        let refused = start(&log, dir.path());
+        assert!(matches!(refused, Err(Error::Io { .. })), "{name}: {refused:?}");
+        fail::remove(name);
+    }
     let archiver = start(&log, dir.path()).expect("resume");
     commit(&log, Some(&archiver), 10, &mut groups).expect("commit");
     log.close().expect("close");
     archiver.stop().expect("stop");
     assert_eq!(common::archived(dir.path()), groups);
+    removed_segments_after_a_cut(&scenario);
     scenario.teardown();
+}
+
+/// A cut that removes segments past it (an archive ahead of a log that lost
+/// its unsynced tail, on the log's crash-recording storage): the removal
+/// failing fails that start; the next one removes them and resumes.
+fn removed_segments_after_a_cut(_scenario: &fail::FailScenario<'_>) {
+    use redolog::storage::{CrashMode, CrashStorage};
+    let storage = CrashStorage::new();
+    let log_dir = Path::new("/log");
+    let log = Arc::new(Log::open_with_storage(log_dir, common::archive_log(), storage.clone()).expect("create").0);
+    let archiver = start(&log, Path::new("/")).expect("start");
+    let mut synced = Vec::new();
+    commit(&log, None, 10, &mut synced).expect("commit");
+    // Written, not synced, but archived (several segments): a power loss
+    // takes them from the log, not from the archive.
+    let mut written = 0;
+    for index in 0..40 {
+        let end = log.commit(&vec![index as u8; 900], Durability::Written).expect("commit");
+        written = end.as_u64();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while archiver.archived_lsn().as_u64() < written {
+        assert!(std::time::Instant::now() < deadline, "the archive follows the written log");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let image = storage.state().crash(CrashMode::DropUnsynced).to_storage();
+    drop(archiver);
+    Arc::into_inner(log).expect("the archiver released the log").simulate_crash();
+    let log = Arc::new(Log::open_with_storage(log_dir, common::archive_log(), image.clone()).expect("reopen").0);
+    fail::cfg("archive.remove", "1*return->off").expect("configure");
+    let refused = start(&log, Path::new("/"));
+    assert!(matches!(refused, Err(Error::Io { op: "remove", .. })), "{refused:?}");
+    fail::remove("archive.remove");
+    let archiver = start(&log, Path::new("/")).expect("resume");
+    commit(&log, Some(&archiver), 5, &mut synced).expect("commit after the resume");
+    log.close().expect("close");
+    archiver.stop().expect("stop");
+    assert_eq!(common::archived_in(Path::new("/"), image), synced, "the archive equals the log");
 }

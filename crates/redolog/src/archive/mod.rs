@@ -6,9 +6,6 @@
 mod ack;
 mod segment;
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,6 +27,7 @@ use crate::live::LogReader;
 use crate::log::Log;
 use crate::lsn::Lsn;
 use crate::recovery::Group;
+use crate::storage::{Storage, StorageFile};
 
 /// The consumer an archiver keeps its place in the log with.
 pub const CONSUMER_NAME: &str = "archiver";
@@ -141,12 +139,15 @@ impl Archiver {
         if log.core().config.encryption.is_some() {
             return Err(Error::EncryptedArchive { path: dir });
         }
-        prepare_dir(&dir)?;
+        // The archive lives where the log does: the file system, or a
+        // test's storage (a crash image then holds both, consistent).
+        let storage = log.storage().clone();
+        prepare_dir(&*storage, &dir)?;
         let consumer = match log.consumer(CONSUMER_NAME) {
             Err(Error::UnknownConsumer { .. }) => log.create_consumer(CONSUMER_NAME)?,
             other => other?,
         };
-        let segment = SegmentWriter::resume(&dir, log, &consumer)?;
+        let segment = SegmentWriter::resume((&dir, &storage), log, &consumer)?;
         let shared = Arc::new(Shared {
             dir,
             acks: Acks::new(segment.end.as_u64(), 64),
@@ -294,17 +295,25 @@ impl Error {
 
 /// Creates `dir` with mode 0700, or checks that an existing one is a
 /// directory nobody else may read, write or enter.
-fn prepare_dir(dir: &Path) -> Result<()> {
-    match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(source) => return Err(Error::io("create", dir, source)),
+fn prepare_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    match storage.list_dir(dir) {
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            storage.create_dir_all(dir).map_err(|source| Error::io("create", dir, source))?;
+            storage.set_permissions(dir, 0o700).map_err(|source| Error::io("chmod", dir, source))?;
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotADirectory => {
+            return Err(Error::UnsafeArchive { path: dir.into(), reason: "it is not a directory".into() });
+        }
+        Err(source) => return Err(Error::io("list", dir, source)),
     }
-    let metadata = std::fs::symlink_metadata(dir).map_err(|source| Error::io("stat", dir, source))?;
-    if !metadata.is_dir() {
-        return Err(Error::UnsafeArchive { path: dir.into(), reason: "it is not a directory".into() });
-    }
-    let mode = metadata.mode() & 0o7777;
-    if mode & 0o077 != 0 {
+    let mode = storage.permissions(dir).map_err(|source| match source.raw_os_error() {
+        Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => {
+            Error::UnsafeArchive { path: dir.into(), reason: "it is not a directory".into() }
+        }
+        _ => Error::io("stat", dir, source),
+    })?;
+    if let Some(mode) = mode.filter(|mode| mode & 0o077 != 0) {
         let reason = format!("mode {mode:04o} lets others in: the archive holds every change to the data (chmod 700)");
         return Err(Error::UnsafeArchive { path: dir.into(), reason });
     }
@@ -314,10 +323,11 @@ fn prepare_dir(dir: &Path) -> Result<()> {
 /// The segment the archiver appends to.
 struct SegmentWriter {
     dir: PathBuf,
+    storage: Arc<dyn Storage>,
     log_id: u128,
-    file: File,
+    file: Arc<dyn StorageFile>,
     path: PathBuf,
-    /// The segment's size.
+    /// The segment's size, with the batch not yet written.
     bytes: u64,
     /// The end of the last group written.
     end: Lsn,
@@ -339,9 +349,9 @@ impl SegmentWriter {
     /// log, which may since have written other groups there — the archive is
     /// cut back to their last common group first, at most the log's unsynced
     /// bound back.
-    fn resume(dir: &Path, log: &Log, consumer: &Consumer) -> Result<SegmentWriter> {
+    fn resume((dir, storage): (&Path, &Arc<dyn Storage>), log: &Log, consumer: &Consumer) -> Result<SegmentWriter> {
         let log_id = log.core().checkpoints.log_id();
-        let archive = match Archive::open(dir) {
+        let archive = match Archive::open_in(dir, storage.clone()) {
             Err(Error::NotAnArchive { path, .. }) if path == dir => None,
             other => Some(other?),
         };
@@ -354,7 +364,7 @@ impl SegmentWriter {
                     lsn: from,
                     reason: "no group ended after it within 10 s (a mini-transaction open?)",
                 })?;
-            return Self::create(dir, log_id, start);
+            return Self::create((dir, storage), log_id, start);
         };
         if archive.log_id() != log_id {
             let path = archive.segments()[0].path.clone();
@@ -382,11 +392,13 @@ impl SegmentWriter {
             // Cut back to the agreed group, and off a torn last entry (what a
             // crash of the archiver leaves), then resume from the result.
             segment::cut_after(&archive, agreed)?;
-            return Self::resume(dir, log, consumer);
+            return Self::resume((dir, storage), log, consumer);
         }
         let last = archive.segments().last().map(|segment| segment.path.clone()).unwrap_or_default();
-        let file = OpenOptions::new().append(true).open(&last).map_err(|source| Error::io("open", &last, source))?;
-        let bytes = file.metadata().map_err(|source| Error::io("stat", &last, source))?.len();
+        let file = failpoint("archive.open")
+            .and_then(|()| storage.open_file(&last, false))
+            .map_err(|source| Error::io("open", &last, source))?;
+        let bytes = file.size().map_err(|source| Error::io("stat", &last, source))?;
         // What a killed archiver wrote may be in the page cache only: synced
         // now, before the consumer moves past it.
         failpoint("archive.sync")
@@ -394,6 +406,7 @@ impl SegmentWriter {
             .map_err(|source| Error::io("fdatasync", &last, source))?;
         Ok(SegmentWriter {
             dir: dir.into(),
+            storage: storage.clone(),
             log_id,
             file,
             path: last,
@@ -430,27 +443,29 @@ impl SegmentWriter {
     }
 
     /// A new, synced, empty segment whose first group starts at `start`.
-    fn create(dir: &Path, log_id: u128, start: Lsn) -> Result<SegmentWriter> {
+    fn create((dir, storage): (&Path, &Arc<dyn Storage>), log_id: u128, start: Lsn) -> Result<SegmentWriter> {
         // Written whole under a temporary name, then renamed: a crash never
         // leaves a segment without its header (`Archive::open` skips and the
-        // next start removes a `.tmp`).
+        // next start writes over a `.tmp`).
         let path = dir.join(segment_name(start));
         let temporary = path.with_extension("seg.tmp");
-        let _ = std::fs::remove_file(&temporary);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temporary)
+        let file = failpoint("archive.create")
+            .and_then(|()| storage.open_file(&temporary, true))
             .map_err(|source| Error::io("create", &temporary, source))?;
-        file.write_all(&encode_header(log_id, start)).map_err(|source| Error::io("write", &temporary, source))?;
+        storage.set_permissions(&temporary, 0o600).map_err(|source| Error::io("chmod", &temporary, source))?;
+        failpoint("archive.write")
+            .and_then(|()| file.write_all_at(&[&encode_header(log_id, start)], 0))
+            .map_err(|source| Error::io("write", &temporary, source))?;
         failpoint("archive.create")
             .and_then(|()| file.sync_data())
             .map_err(|source| Error::io("fdatasync", &temporary, source))?;
-        std::fs::rename(&temporary, &path).map_err(|source| Error::io("rename", &temporary, source))?;
-        File::open(dir).and_then(|dir| dir.sync_all()).map_err(|source| Error::io("fsync", dir, source))?;
+        failpoint("archive.rename")
+            .and_then(|()| storage.rename(&temporary, &path))
+            .map_err(|source| Error::io("rename", &temporary, source))?;
+        segment::sync_dir(&**storage, dir)?;
         Ok(SegmentWriter {
             dir: dir.into(),
+            storage: storage.clone(),
             log_id,
             file,
             path,
@@ -474,8 +489,9 @@ impl SegmentWriter {
 
     /// Writes the batch in one call and syncs it.
     fn sync(&mut self) -> std::result::Result<(), (&'static str, PathBuf, std::io::Error)> {
+        let at = self.bytes - self.pending.len() as u64;
         failpoint("archive.write")
-            .and_then(|()| self.file.write_all(&self.pending))
+            .and_then(|()| self.file.write_all_at(&[&self.pending], at))
             .map_err(|error| ("write", self.path.clone(), error))?;
         self.pending.clear();
         failpoint("archive.sync")
@@ -488,7 +504,7 @@ impl SegmentWriter {
     /// Begins the next segment once this one is full; the caller synced it.
     fn roll_if_full(&mut self, segment_bytes: u64) -> Result<()> {
         if self.bytes >= segment_bytes {
-            *self = Self::create(&self.dir, self.log_id, self.end)?;
+            *self = Self::create((&self.dir, &self.storage.clone()), self.log_id, self.end)?;
         }
         Ok(())
     }

@@ -1,15 +1,15 @@
 //! An archive's files: segments of groups named by their first LSN
 //! (docs/FORMAT.md §9), and reading them back.
 
-use std::fs::File;
-use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::format::{read_u32, read_u64, write_u32, write_u64};
 use crate::lsn::Lsn;
 use crate::recovery::Group;
+use crate::storage::{FsStorage, Storage, StorageFile};
 
 const MAGIC: [u8; 8] = *b"redoarch";
 const VERSION: u32 = 1;
@@ -39,12 +39,12 @@ pub(crate) const BATCH_BYTES: u64 = 1 << 20;
 /// long, can be what a crash tore: the archiver keeps its unsynced bytes
 /// within `BATCH_BYTES`, or one entry, so the damage lies within
 /// `BATCH_BYTES` of the end or is the one entry that runs past it.
-pub(crate) fn could_be_torn(path: &Path, offset: u64, len: u64) -> bool {
+pub(crate) fn could_be_torn(file: &dyn StorageFile, offset: u64, len: u64) -> bool {
     if len - offset <= BATCH_BYTES {
         return true;
     }
     let mut header = [0u8; ENTRY_HEADER_BYTES];
-    let read = File::open(path).and_then(|file| std::os::unix::fs::FileExt::read_exact_at(&file, &mut header, offset));
+    let read = file.read_exact_at(&mut header, offset);
     let body_len = u64::from(u32::from_le_bytes([header[20], header[21], header[22], header[23]]));
     read.is_ok() && offset + ENTRY_HEADER_BYTES as u64 + body_len > len
 }
@@ -115,6 +115,8 @@ pub struct Archive {
     dir: PathBuf,
     log_id: u128,
     segments: Vec<Segment>,
+    /// Where the segments live: the file system, or a test's storage.
+    pub(crate) storage: Arc<dyn Storage>,
 }
 
 impl Archive {
@@ -122,32 +124,40 @@ impl Archive {
     /// headers. `NotAnArchive` for a directory holding anything else, or no
     /// segment; `ForeignFile` for a segment of another log.
     pub fn open(dir: impl AsRef<Path>) -> Result<Archive> {
-        let dir = dir.as_ref().to_path_buf();
-        let entries = std::fs::read_dir(&dir).map_err(|source| Error::io("read_dir", &dir, source))?;
+        Self::open_with_storage(dir, FsStorage)
+    }
+
+    /// [`Archive::open`] on another [`Storage`]: the storage of the log an
+    /// [`Archiver`](super::Archiver) archived (in-memory, crash-recording).
+    pub fn open_with_storage(dir: impl AsRef<Path>, storage: impl Storage + 'static) -> Result<Archive> {
+        Self::open_in(dir.as_ref(), Arc::new(storage))
+    }
+
+    pub(crate) fn open_in(dir: &Path, storage: Arc<dyn Storage>) -> Result<Archive> {
+        let dir = dir.to_path_buf();
+        let names = storage.list_dir(&dir).map_err(|source| Error::io("read_dir", &dir, source))?;
         let mut segments = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|source| Error::io("read_dir", &dir, source))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+        for name in names {
             if name.ends_with(".seg.tmp") {
-                continue; // a segment whose creation a crash cut short
+                continue; // a segment whose creation (or cut) a crash cut short
             }
             let Some(start) = parse_segment_name(&name) else {
-                return Err(Error::NotAnArchive { path: entry.path(), reason: "not a segment file name".into() });
+                return Err(Error::NotAnArchive { path: dir.join(name), reason: "not a segment file name".into() });
             };
-            segments.push(Segment { start, path: entry.path() });
+            segments.push(Segment { start, path: dir.join(name) });
         }
         segments.sort_by_key(|segment| segment.start);
         let Some(first) = segments.first() else {
             return Err(Error::NotAnArchive { path: dir, reason: "it holds no segment".into() });
         };
-        let log_id = read_header(first)?;
+        let log_id = read_header(&*storage, first)?;
         for segment in &segments[1..] {
-            let found = read_header(segment)?;
+            let found = read_header(&*storage, segment)?;
             if found != log_id {
                 return Err(Error::ForeignFile { path: segment.path.clone(), expected: log_id, found });
             }
         }
-        Ok(Archive { dir, log_id, segments })
+        Ok(Archive { dir, log_id, segments, storage })
     }
 
     /// The directory.
@@ -183,7 +193,7 @@ impl Archive {
             return Err(Error::InvalidLsn { lsn: from, reason: "it is before the archive's first group" });
         }
         let index = self.segments.partition_point(|segment| segment.start <= from) - 1;
-        let mut reader = ArchiveReader::open(self.segments[index..].to_vec(), from)?;
+        let mut reader = ArchiveReader::open(self.storage.clone(), self.segments[index..].to_vec(), from)?;
         reader.skip_to(from)?;
         Ok(reader)
     }
@@ -194,7 +204,7 @@ impl Archive {
     pub fn verify(&self) -> Result<ArchiveSummary> {
         let mut summary =
             ArchiveSummary { start: self.start_lsn(), end: self.start_lsn(), ..ArchiveSummary::default() };
-        let mut reader = ArchiveReader::open(self.segments.clone(), self.start_lsn())?;
+        let mut reader = ArchiveReader::open(self.storage.clone(), self.segments.clone(), self.start_lsn())?;
         while let Some(group) = reader.next_group()? {
             summary.groups += 1;
             summary.records += group.record_count() as u64;
@@ -228,11 +238,12 @@ pub struct ArchiveSummary {
 }
 
 /// Reads a segment's header; returns its log id.
-fn read_header(segment: &Segment) -> Result<u128> {
+fn read_header(storage: &dyn Storage, segment: &Segment) -> Result<u128> {
     let mut header = [0u8; HEADER_BYTES];
     let path = &segment.path;
-    File::open(path)
-        .and_then(|mut file| file.read_exact(&mut header))
+    failpoint("archive.open")
+        .and_then(|()| storage.open_file(path, false))
+        .and_then(|file| file.read_exact_at(&mut header, 0))
         .map_err(|source| Error::io("read", path, source))?;
     let problem = if header[..MAGIC.len()] != MAGIC {
         Some("no segment magic")
@@ -253,17 +264,59 @@ fn read_header(segment: &Segment) -> Result<u128> {
     Ok(u128::from_le_bytes(log_id))
 }
 
-/// The segment being read.
+/// The segment being read, through a read-ahead buffer.
 struct Cursor {
     segment: Segment,
-    file: BufReader<File>,
+    file: Arc<dyn StorageFile>,
+    /// Where the next entry starts.
     offset: u64,
     len: u64,
     last: bool,
+    /// Bytes read ahead, from `ahead_at` on.
+    ahead: Vec<u8>,
+    ahead_at: u64,
+    /// Bytes of the entry at `offset` taken so far.
+    taken: u64,
+}
+
+/// Bytes a cursor reads ahead.
+const READ_AHEAD_BYTES: u64 = 1 << 16;
+
+impl Cursor {
+    /// The next `len` bytes of the entry at `offset`: one read of the file
+    /// per read-ahead stretch.
+    fn take(&mut self, len: usize) -> std::io::Result<Vec<u8>> {
+        let at = self.offset + self.taken;
+        let end = at + len as u64;
+        if at < self.ahead_at || end > self.ahead_at + self.ahead.len() as u64 {
+            let want = (len as u64).max(READ_AHEAD_BYTES).min(self.len.saturating_sub(at));
+            if want < len as u64 {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+            }
+            let mut fresh = vec![0u8; want as usize];
+            self.file.read_exact_at(&mut fresh, at)?;
+            (self.ahead, self.ahead_at) = (fresh, at);
+        }
+        let from = (at - self.ahead_at) as usize;
+        self.taken += len as u64;
+        Ok(self.ahead[from..from + len].to_vec())
+    }
+
+    /// The entry was read: the next one starts after it.
+    fn consume(&mut self) {
+        self.offset += self.taken;
+        self.taken = 0;
+    }
+
+    /// The entry did not read: the cursor stays at its start.
+    fn rewind(&mut self) {
+        self.taken = 0;
+    }
 }
 
 /// The groups of an archive from a position ([`Archive::read_from`]).
 pub struct ArchiveReader {
+    storage: Arc<dyn Storage>,
     /// The segments not yet opened, the next one first.
     segments: Vec<Segment>,
     current: Option<Cursor>,
@@ -276,8 +329,8 @@ pub struct ArchiveReader {
 impl ArchiveReader {
     /// A reader of `segments`, the first opened, whose next group starts at
     /// `next`.
-    fn open(segments: Vec<Segment>, next: Lsn) -> Result<ArchiveReader> {
-        let mut reader = ArchiveReader { segments, current: None, next, torn: None };
+    fn open(storage: Arc<dyn Storage>, segments: Vec<Segment>, next: Lsn) -> Result<ArchiveReader> {
+        let mut reader = ArchiveReader { storage, segments, current: None, next, torn: None };
         reader.open_next()?;
         Ok(reader)
     }
@@ -290,12 +343,13 @@ impl ArchiveReader {
         }
         let segment = self.segments.remove(0);
         let path = segment.path.clone();
-        let file = File::open(&path).map_err(|source| Error::io("open", &path, source))?;
-        let len = file.metadata().map_err(|source| Error::io("stat", &path, source))?.len();
-        let mut file = BufReader::with_capacity(1 << 16, file);
-        let mut header = [0u8; HEADER_BYTES];
-        file.read_exact(&mut header).map_err(|source| Error::io("read", &path, source))?;
-        self.current = Some(Cursor { segment, file, offset: HEADER_BYTES as u64, len, last: self.segments.is_empty() });
+        let file = failpoint("archive.open")
+            .and_then(|()| self.storage.open_file(&path, false))
+            .map_err(|source| Error::io("open", &path, source))?;
+        let len = file.size().map_err(|source| Error::io("stat", &path, source))?;
+        let last = self.segments.is_empty();
+        let offset = (HEADER_BYTES as u64).min(len);
+        self.current = Some(Cursor { segment, file, offset, len, last, ahead: Vec::new(), ahead_at: 0, taken: 0 });
         Ok(true)
     }
 
@@ -338,7 +392,7 @@ impl ArchiveReader {
                 }
                 // A torn tail: what a crash of the archiver leaves, within
                 // what it keeps unsynced of its last segment.
-                Err(_) if cursor.last && could_be_torn(&cursor.segment.path, cursor.offset, cursor.len) => {
+                Err(_) if cursor.last && could_be_torn(&*cursor.file, cursor.offset, cursor.len) => {
                     self.torn = Some((cursor.segment.path.clone(), cursor.offset));
                     self.current = None;
                     Ok(None)
@@ -365,7 +419,8 @@ impl ArchiveReader {
 /// segment is truncated there (which also drops a torn last entry), later
 /// segments are removed, and both are synced. Returns the archive's new end.
 pub(crate) fn cut_after(archive: &Archive, lsn: Lsn) -> Result<Lsn> {
-    let mut reader = ArchiveReader::open(archive.segments.clone(), archive.start_lsn())?;
+    let storage = &archive.storage;
+    let mut reader = ArchiveReader::open(storage.clone(), archive.segments.clone(), archive.start_lsn())?;
     let first = &archive.segments[0];
     let mut cut = (first.path.clone(), HEADER_BYTES as u64, first.start);
     while let Some(group) = reader.next_group()? {
@@ -382,16 +437,39 @@ pub(crate) fn cut_after(archive: &Archive, lsn: Lsn) -> Result<Lsn> {
     let cut_start =
         archive.segments.iter().find(|segment| segment.path == path).map_or(Lsn(0), |segment| segment.start);
     for segment in archive.segments.iter().rev().filter(|segment| segment.start > cut_start) {
-        std::fs::remove_file(&segment.path).map_err(|source| Error::io("remove", &segment.path, source))?;
+        failpoint("archive.remove")
+            .and_then(|()| storage.remove_file(&segment.path))
+            .map_err(|source| Error::io("remove", &segment.path, source))?;
     }
-    File::open(&archive.dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|source| Error::io("fsync", &archive.dir, source))?;
-    let file =
-        std::fs::OpenOptions::new().write(true).open(&path).map_err(|source| Error::io("open", &path, source))?;
-    file.set_len(offset).map_err(|source| Error::io("truncate", &path, source))?;
-    failpoint("archive.cut").and_then(|()| file.sync_data()).map_err(|source| Error::io("fdatasync", &path, source))?;
+    sync_dir(&**storage, &archive.dir)?;
+    // The segment up to the cut, written whole under a temporary name and
+    // renamed over it: a crash leaves the old segment or the cut one.
+    let file = failpoint("archive.open")
+        .and_then(|()| storage.open_file(&path, false))
+        .map_err(|source| Error::io("open", &path, source))?;
+    let mut kept = vec![0u8; offset as usize];
+    file.read_exact_at(&mut kept, 0).map_err(|source| Error::io("read", &path, source))?;
+    let temporary = path.with_extension("seg.tmp");
+    let cut_file = failpoint("archive.create")
+        .and_then(|()| storage.open_file(&temporary, true))
+        .map_err(|source| Error::io("create", &temporary, source))?;
+    storage.set_permissions(&temporary, 0o600).map_err(|source| Error::io("chmod", &temporary, source))?;
+    failpoint("archive.write")
+        .and_then(|()| cut_file.write_all_at(&[&kept], 0))
+        .map_err(|source| Error::io("write", &temporary, source))?;
+    failpoint("archive.cut")
+        .and_then(|()| cut_file.sync_data())
+        .map_err(|source| Error::io("fdatasync", &temporary, source))?;
+    failpoint("archive.rename")
+        .and_then(|()| storage.rename(&temporary, &path))
+        .map_err(|source| Error::io("rename", &temporary, source))?;
+    sync_dir(&**storage, &archive.dir)?;
     Ok(end)
+}
+
+/// Makes the archive directory's names durable.
+pub(crate) fn sync_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    failpoint("archive.sync_dir").and_then(|()| storage.sync_dir(dir)).map_err(|source| Error::io("fsync", dir, source))
 }
 
 impl Iterator for ArchiveReader {
@@ -411,20 +489,27 @@ impl std::fmt::Debug for ArchiveReader {
 /// Reads the entry at the cursor, which must start at `expected`; why not, if
 /// it cannot.
 fn read_entry(cursor: &mut Cursor, expected: Lsn) -> std::result::Result<Group, String> {
+    let entry = read_entry_at(cursor, expected);
+    match &entry {
+        Ok(_) => cursor.consume(),
+        Err(_) => cursor.rewind(),
+    }
+    entry
+}
+
+fn read_entry_at(cursor: &mut Cursor, expected: Lsn) -> std::result::Result<Group, String> {
     let left = cursor.len - cursor.offset;
     if left < ENTRY_HEADER_BYTES as u64 {
         return Err(format!("{left} bytes where an entry header needs {ENTRY_HEADER_BYTES}"));
     }
-    let mut header = [0u8; ENTRY_HEADER_BYTES];
-    cursor.file.read_exact(&mut header).map_err(|error| format!("read: {error}"))?;
+    let header = cursor.take(ENTRY_HEADER_BYTES).map_err(|error| format!("read: {error}"))?;
     let (start, end) = (Lsn(read_u64(&header, 0)), Lsn(read_u64(&header, ENTRY_END_OFFSET)));
     let count = read_u32(&header, ENTRY_COUNT_OFFSET);
     let body_len = u64::from(read_u32(&header, ENTRY_BODY_LEN_OFFSET));
     if body_len > left - ENTRY_HEADER_BYTES as u64 {
         return Err(format!("an entry of {body_len} bytes runs past the file's end"));
     }
-    let mut body = vec![0u8; body_len as usize];
-    cursor.file.read_exact(&mut body).map_err(|error| format!("read: {error}"))?;
+    let body = cursor.take(body_len as usize).map_err(|error| format!("read: {error}"))?;
     let crc = crc32c::crc32c_append(crc32c::crc32c(&header[..ENTRY_CRC_OFFSET]), &body);
     if crc != read_u32(&header, ENTRY_CRC_OFFSET) {
         return Err("the entry's checksum fails".into());
@@ -432,7 +517,5 @@ fn read_entry(cursor: &mut Cursor, expected: Lsn) -> std::result::Result<Group, 
     if start != expected || end <= start {
         return Err(format!("an entry for [{start}, {end}) where the group at {expected} belongs"));
     }
-    let group = Group::from_body(start, end, count, body)?;
-    cursor.offset += ENTRY_HEADER_BYTES as u64 + body_len;
-    Ok(group)
+    Group::from_body(start, end, count, body)
 }

@@ -214,7 +214,13 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
 /// Every group of the archive in `dir`/archive from its start, as
 /// `GroupImage`s, panicking on an error.
 pub fn archived(dir: &Path) -> Vec<GroupImage> {
-    let archive = redolog::archive::Archive::open(dir.join("archive")).expect("open the archive");
+    archived_in(dir, redolog::storage::FsStorage)
+}
+
+/// `archived`, of an archive on `storage` (the log's, when the log is on
+/// a test storage).
+pub fn archived_in(dir: &Path, storage: impl redolog::storage::Storage + 'static) -> Vec<GroupImage> {
+    let archive = redolog::archive::Archive::open_with_storage(dir.join("archive"), storage).expect("open the archive");
     archive
         .read_from(archive.start_lsn())
         .expect("read_from")
