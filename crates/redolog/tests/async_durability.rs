@@ -233,8 +233,14 @@ fn a_failed_sync_completes_every_pending_future_and_callback_with_the_poison() {
     let memory = MemStorage::new();
     let dir = Path::new("/log");
     Log::open_with_storage(dir, config(Pipeline::Dedicated), memory.clone()).expect("create").0.close().expect("close");
-    // The workload's first fdatasync fails, once the gate opens.
-    let storage = GatedStorage::over(FaultyStorage::new(memory, FaultKind::Sync, 1, true));
+    // Open fdatasyncs what it recovered (INV-45): count those syncs on an
+    // equal open, so that the fault lands on the workload's first fdatasync,
+    // once the gate opens.
+    let counting = FaultyStorage::new(memory.clone(), FaultKind::Sync, u64::MAX, false);
+    let (counted, _) = Log::open_with_storage(dir, config(Pipeline::Dedicated), counting.clone()).expect("count");
+    let syncs_of_open = counting.attempted();
+    counted.close().expect("close");
+    let storage = GatedStorage::over(FaultyStorage::new(memory, FaultKind::Sync, syncs_of_open + 1, true));
     let (log, _) = Log::open_with_storage(dir, config(Pipeline::Dedicated), storage.clone()).expect("open");
     storage.set_open(false);
     let (sender, receiver) = std::sync::mpsc::channel();
