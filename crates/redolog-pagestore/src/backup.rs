@@ -5,13 +5,12 @@
 //! XtraBackup's `--prepare` applies the redo it copied, and PostgreSQL's
 //! recovery replays archived WAL to a `recovery_target_lsn`.
 
-use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redolog::archive::{Archive, Archiver};
-use redolog::storage::FsStorage;
+use redolog::storage::{FsStorage, Storage, StorageFile};
 use redolog::{Log, Lsn};
 
 use crate::datafile::{DataFile, DATA_FILE_NAME};
@@ -100,7 +99,8 @@ impl PageStore {
         let dir = dir.as_ref();
         let log = self.log();
         let start_lsn = log.checkpoint_lsn();
-        let archive = Archive::open(archiver.dir())?;
+        let storage = &self.storage;
+        let archive = Archive::open_with_storage(archiver.dir(), storage.clone())?;
         if archive.log_id() != log.log_id() || archive.start_lsn() > start_lsn {
             return Err(Error::BadBackup {
                 path: archiver.dir().to_path_buf(),
@@ -111,11 +111,11 @@ impl PageStore {
                 ),
             });
         }
-        make_empty_dir(dir)?;
+        make_empty_dir(&**storage, dir)?;
         let data = self.pool().data();
         let path = dir.join(DATA_FILE_NAME);
         let io = |source| Error::Io { path: path.clone(), source };
-        let file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).map_err(io)?;
+        let file = create_private(&**storage, &path).map_err(io)?;
         let mut highest = start_lsn;
         let mut copied = 0;
         // Until the file stops growing: a page allocated meanwhile is copied
@@ -123,15 +123,15 @@ impl PageStore {
         while copied < data.pages()? {
             let page = read_whole(data, copied as PageNo)?;
             highest = highest.max(page.lsn());
-            file.write_all_at(page.bytes(), copied * PAGE_BYTES as u64).map_err(io)?;
+            file.write_all_at(&[page.bytes()], copied * PAGE_BYTES as u64).map_err(io)?;
             copied += 1;
         }
-        file.sync_all().map_err(io)?;
+        file.sync_data().and_then(|()| storage.sync_dir(dir)).map_err(io)?;
         // Every page copied was written after the log was durable to its
         // LSN (PS-1): the archive gets there.
         archiver.wait(highest)?;
         let backup = Backup { log_id: log.log_id(), start_lsn, consistent_lsn: highest, pages: copied };
-        write_meta(dir, &backup)?;
+        write_meta(&**storage, dir, &backup)?;
         Ok(backup)
     }
 }
@@ -150,9 +150,22 @@ pub fn restore(
     into: impl AsRef<Path>,
     options: Options,
 ) -> Result<Restored> {
-    let (backup, into) = (backup.as_ref(), into.as_ref());
-    let meta = read_meta(backup)?;
-    let archive = Archive::open(archive)?;
+    restore_with_storage(FsStorage, backup.as_ref(), archive.as_ref(), to, into.as_ref(), options)
+}
+
+/// [`restore`] on another storage: the backup, the archive and the restored
+/// store all on `storage` (a store opened with
+/// [`PageStore::open_with_storage`] backs up onto its own).
+pub fn restore_with_storage<S: Storage + Clone + 'static>(
+    storage: S,
+    backup: &Path,
+    archive: &Path,
+    to: RestoreTo,
+    into: &Path,
+    options: Options,
+) -> Result<Restored> {
+    let meta = read_meta_in(&storage, backup)?;
+    let archive = Archive::open_with_storage(archive, storage.clone())?;
     if archive.log_id() != meta.log_id || archive.start_lsn() > meta.start_lsn {
         return Err(Error::BadBackup {
             path: backup.to_path_buf(),
@@ -174,16 +187,13 @@ pub fn restore(
         RestoreTo::Lsn(target) => Some(target),
         RestoreTo::End => None,
     };
-    make_empty_dir(into)?;
-    let pages = into.join(DATA_FILE_NAME);
-    let io = |source| Error::Io { path: pages.clone(), source };
-    std::fs::copy(backup.join(DATA_FILE_NAME), &pages).map_err(io)?;
-    std::fs::File::open(&pages).and_then(|file| file.sync_all()).map_err(io)?;
-    let data = DataFile::open(into, &FsStorage)?;
+    make_empty_dir(&storage, into)?;
+    copy_file(&storage, &backup.join(DATA_FILE_NAME), &into.join(DATA_FILE_NAME))?;
+    let data = DataFile::open(into, &storage)?;
     let replayed = replay_groups(archive.read_from(archive.start_lsn())?, meta.start_lsn, until, &data)?;
     let lsn = replayed.end_lsn.max(meta.consistent_lsn);
     drop(data);
-    let log = Log::create_after(into.join("log"), options.log, lsn)?;
+    let log = Log::create_after_with_storage(&into.join("log"), options.log, storage, lsn)?;
     log.close()?;
     Ok(Restored { replayed, lsn })
 }
@@ -204,21 +214,45 @@ fn read_whole(data: &DataFile, no: PageNo) -> Result<crate::page::Page> {
 }
 
 /// Creates `dir` with mode 0700, or checks that it is empty.
-fn make_empty_dir(dir: &Path) -> Result<()> {
+fn make_empty_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
     let io = |source| Error::Io { path: dir.to_path_buf(), source };
-    match std::fs::read_dir(dir) {
-        Ok(mut entries) => {
-            if entries.next().is_some() {
-                return Err(Error::BadBackup { path: dir.to_path_buf(), reason: "the directory is not empty".into() });
-            }
-            Ok(())
-        }
+    match storage.list_dir(dir) {
+        Ok(entries) if entries.is_empty() => Ok(()),
+        Ok(_) => Err(Error::BadBackup { path: dir.to_path_buf(), reason: "the directory is not empty".into() }),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir).map_err(io)?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)
+            storage.create_dir_all(dir).and_then(|()| storage.set_permissions(dir, 0o700)).map_err(io)
         }
         Err(error) => Err(io(error)),
     }
+}
+
+/// Creates the file at `path` (truncating it), readable by its owner only.
+fn create_private(storage: &dyn Storage, path: &Path) -> std::io::Result<Arc<dyn StorageFile>> {
+    let file = storage.open_file(path, true)?;
+    storage.set_permissions(path, 0o600)?;
+    Ok(file)
+}
+
+/// Copies the file `from` to `to` (created, mode 0600), synced with its
+/// name.
+fn copy_file(storage: &dyn Storage, from: &Path, to: &Path) -> Result<()> {
+    const CHUNK: u64 = 1 << 20;
+    let source = storage.open_file(from, false).map_err(|source| Error::Io { path: from.to_path_buf(), source })?;
+    let io = |source| Error::Io { path: to.to_path_buf(), source };
+    let target = create_private(storage, to).map_err(io)?;
+    let size = source.size().map_err(|source| Error::Io { path: from.to_path_buf(), source })?;
+    let mut buf = vec![0u8; CHUNK.min(size) as usize];
+    let mut offset = 0;
+    while offset < size {
+        let len = CHUNK.min(size - offset) as usize;
+        source
+            .read_exact_at(&mut buf[..len], offset)
+            .map_err(|source| Error::Io { path: from.to_path_buf(), source })?;
+        target.write_all_at(&[&buf[..len]], offset).map_err(io)?;
+        offset += len as u64;
+    }
+    let dir = to.parent().unwrap_or(Path::new("."));
+    target.sync_data().and_then(|()| storage.sync_dir(dir)).map_err(io)
 }
 
 /// The description's text: the magic line, then `name value` lines, then
@@ -236,20 +270,32 @@ fn meta_text(backup: &Backup) -> String {
 
 /// Writes the description under a temporary name, syncs it and renames it
 /// into place: a backup with a description is complete.
-fn write_meta(dir: &Path, backup: &Backup) -> Result<()> {
+fn write_meta(storage: &dyn Storage, dir: &Path, backup: &Backup) -> Result<()> {
     let (temp, path) = (dir.join(format!("{BACKUP_META_NAME}.tmp")), dir.join(BACKUP_META_NAME));
     let io = |source| Error::Io { path: path.clone(), source };
-    let mut file = std::fs::File::create(&temp).map_err(io)?;
-    file.write_all(meta_text(backup).as_bytes()).and_then(|()| file.sync_all()).map_err(io)?;
-    std::fs::rename(&temp, &path).map_err(io)?;
-    std::fs::File::open(dir).and_then(|dir| dir.sync_all()).map_err(io)
+    let file = create_private(storage, &temp).map_err(io)?;
+    file.write_all_at(&[meta_text(backup).as_bytes()], 0).and_then(|()| file.sync_data()).map_err(io)?;
+    storage.rename(&temp, &path).and_then(|()| storage.sync_dir(dir)).map_err(io)
 }
 
 /// Reads and checks the description of the backup in `dir`.
 pub fn read_meta(dir: &Path) -> Result<Backup> {
+    read_meta_in(&FsStorage, dir)
+}
+
+/// Reads the whole file at `path`, as text.
+fn read_text(storage: &dyn Storage, path: &Path) -> std::io::Result<String> {
+    let file = storage.open_file(path, false)?;
+    let mut bytes = vec![0u8; file.size()? as usize];
+    file.read_exact_at(&mut bytes, 0)?;
+    String::from_utf8(bytes).map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidData, error))
+}
+
+/// [`read_meta`] on `storage`.
+fn read_meta_in(storage: &dyn Storage, dir: &Path) -> Result<Backup> {
     let path = dir.join(BACKUP_META_NAME);
     let bad = |reason: String| Error::BadBackup { path: path.clone(), reason };
-    let text = std::fs::read_to_string(&path).map_err(|error| bad(format!("cannot read it: {error}")))?;
+    let text = read_text(storage, &path).map_err(|error| bad(format!("cannot read it: {error}")))?;
     let Some((body, crc_line)) = text.trim_end_matches('\n').rsplit_once('\n') else {
         return Err(bad("it is not a backup description".into()));
     };

@@ -50,7 +50,7 @@ mod store;
 mod table;
 mod waits;
 
-pub use backup::{read_meta, restore, Backup, RestoreTo, Restored, BACKUP_META_NAME};
+pub use backup::{read_meta, restore, restore_with_storage, Backup, RestoreTo, Restored, BACKUP_META_NAME};
 pub use btree::{allocate, format_meta, BTree, Index, Outcome};
 pub use buffer_pool::{BufferPool, Frame, FrameData, LRU_SCAN_DEPTH};
 pub use datafile::{DataFile, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME, DOUBLEWRITE_PAGES};

@@ -84,6 +84,42 @@ pub trait Storage: Send + Sync + fmt::Debug {
     }
 }
 
+/// A shared storage is the storage it shares: what holds an
+/// `Arc<dyn Storage>` (a page store beside its log, an archive on the log's
+/// storage) hands it on where a `Storage` is asked for.
+impl<S: Storage + ?Sized> Storage for Arc<S> {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        (**self).create_dir_all(dir)
+    }
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        (**self).list_dir(dir)
+    }
+    fn open_file(&self, path: &Path, create: bool) -> io::Result<Arc<dyn StorageFile>> {
+        (**self).open_file(path, create)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        (**self).rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        (**self).remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        (**self).sync_dir(dir)
+    }
+    fn lock_dir(&self, dir: &Path) -> io::Result<DirLock> {
+        (**self).lock_dir(dir)
+    }
+    fn lock_holder(&self, dir: &Path) -> io::Result<Option<Option<u32>>> {
+        (**self).lock_holder(dir)
+    }
+    fn permissions(&self, path: &Path) -> io::Result<Option<u32>> {
+        (**self).permissions(path)
+    }
+    fn set_permissions(&self, path: &Path, mode: u32) -> io::Result<()> {
+        (**self).set_permissions(path, mode)
+    }
+}
+
 /// The outcome of [`Storage::lock_dir`].
 #[derive(Debug)]
 pub enum DirLock {
