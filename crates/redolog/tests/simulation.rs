@@ -36,6 +36,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use redolog::archive::{Archive, Archiver};
 use redolog::sim::{Coverage, Rng, Simulation};
 use redolog::storage::{CrashMode, CrashStorage, Storage, StorageFile};
 use redolog::{Config, Durability, Error, Log, Lsn, Pipeline};
@@ -130,6 +131,17 @@ impl SimStorage {
 struct SimFile {
     inner: Arc<dyn StorageFile>,
     storage: SimStorage,
+    /// A file of the log's directory (its writes count; an archive's do not).
+    counted: bool,
+}
+
+impl SimStorage {
+    /// Counts a write or sync of the log's own directory.
+    fn count(&self, path: &Path) {
+        if path.starts_with(DIR) {
+            self.ops.fetch_add(1, Ordering::SeqCst);
+        }
+    }
 }
 
 fn injected() -> std::io::Error {
@@ -145,22 +157,28 @@ impl Storage for SimStorage {
     }
     fn open_file(&self, path: &Path, create: bool) -> std::io::Result<Arc<dyn StorageFile>> {
         if create {
-            self.ops.fetch_add(1, Ordering::SeqCst);
+            self.count(path);
         }
         let inner = self.inner.open_file(path, create)?;
-        Ok(Arc::new(SimFile { inner, storage: self.clone() }))
+        Ok(Arc::new(SimFile { inner, storage: self.clone(), counted: path.starts_with(DIR) }))
     }
     fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        self.ops.fetch_add(1, Ordering::SeqCst);
+        self.count(to);
         self.inner.rename(from, to)
     }
     fn remove_file(&self, path: &Path) -> std::io::Result<()> {
-        self.ops.fetch_add(1, Ordering::SeqCst);
+        self.count(path);
         self.inner.remove_file(path)
     }
     fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
-        self.ops.fetch_add(1, Ordering::SeqCst);
+        self.count(dir);
         self.inner.sync_dir(dir)
+    }
+    fn set_permissions(&self, path: &Path, mode: u32) -> std::io::Result<()> {
+        self.inner.set_permissions(path, mode)
+    }
+    fn permissions(&self, path: &Path) -> std::io::Result<Option<u32>> {
+        self.inner.permissions(path)
     }
 }
 
@@ -172,14 +190,18 @@ impl StorageFile for SimFile {
         self.inner.read_exact_at(buf, offset)
     }
     fn write_all_at(&self, bufs: &[&[u8]], offset: u64) -> std::io::Result<()> {
-        self.storage.ops.fetch_add(1, Ordering::SeqCst);
+        if self.counted {
+            self.storage.ops.fetch_add(1, Ordering::SeqCst);
+        }
         if self.storage.plan.strikes(false) {
             return Err(injected());
         }
         self.inner.write_all_at(bufs, offset)
     }
     fn sync_data(&self) -> std::io::Result<()> {
-        self.storage.ops.fetch_add(1, Ordering::SeqCst);
+        if self.counted {
+            self.storage.ops.fetch_add(1, Ordering::SeqCst);
+        }
         if self.storage.plan.slow_now() {
             std::thread::sleep(SLOW_SYNC);
         }
@@ -226,6 +248,8 @@ struct Model {
     requested: Vec<(usize, Lsn)>,
     /// Per consumer name: (started, done, event).
     consumers: BTreeMap<String, Vec<(usize, usize, ConsumerEvent)>>,
+    /// Acknowledgements of `Archiver::wait`: (trace position, end).
+    archived: Vec<(usize, Lsn)>,
     /// Violations found on other threads.
     violations: Vec<String>,
     /// Unique payload counter.
@@ -360,6 +384,14 @@ enum Op {
     ProbeClosed,
     Settle,
     RotateKey,
+    /// Starts the archiver (a new archive, or the one there resumed).
+    ArchiverStart,
+    /// A commit acknowledged once the log and the archive hold it.
+    ArchiverWait {
+        size: u8,
+    },
+    /// Stops the archiver.
+    ArchiverStop,
 }
 
 impl Op {
@@ -369,7 +401,7 @@ impl Op {
 }
 
 /// The kinds, in the order of the coverage report.
-const KINDS: [&str; 23] = [
+const KINDS: [&str; 26] = [
     "append",
     "fill",
     "commit",
@@ -393,10 +425,13 @@ const KINDS: [&str; 23] = [
     "probe_closed",
     "settle",
     "rotate_key",
+    "archiver_start",
+    "archiver_wait",
+    "archiver_stop",
 ];
 
 /// The crash points every long run must reach.
-const POINTS: [&str; 16] = [
+const POINTS: [&str; 20] = [
     "crash: only what was synced",
     "crash: everything",
     "crash: a random part",
@@ -413,6 +448,10 @@ const POINTS: [&str; 16] = [
     "read_from: reused",
     "an operation went on in the background",
     "log full: wanted a checkpoint",
+    "crash with the archiver running",
+    "the archiver archived to a closed log's end",
+    "the archive checked after a crash",
+    "the archiver resumed an archive",
 ];
 
 fn draw_at(rng: &mut Rng) -> CheckpointAt {
@@ -457,6 +496,12 @@ struct LogWorld {
     closed: Vec<(Arc<Log>, SimStorage, u64)>,
     /// Consumer handles, by slot.
     consumers: BTreeMap<u8, redolog::Consumer>,
+    /// The archiver, while it runs, and its directory (a new one after the
+    /// operator cut the old archive off: its consumer was dropped).
+    archiver: Option<Arc<redolog::archive::Archiver>>,
+    archive_dir: std::path::PathBuf,
+    /// What the archive acknowledged in earlier lives: it keeps it.
+    archive_floor: Lsn,
     /// Key ids of an encrypted log's provider (the highest is current).
     key_ids: u32,
     /// Where in the recording this log was opened: the model holds from
@@ -563,6 +608,7 @@ impl LogWorld {
         model.groups = groups;
         model.checkpoints = vec![(origin, checkpoint)];
         model.requested = vec![(origin, checkpoint)];
+        model.archived.clear();
         model.consumers = log
             .consumers()
             .into_iter()
@@ -647,15 +693,8 @@ impl LogWorld {
         Ok(image)
     }
 
-    /// Crashes the log at trace position `point` (a fraction of the trace),
-    /// checks the image, reopens it — crashing inside that recovery first
-    /// when `again` says so — and goes on with the recovered log.
-    fn crash(&mut self, point: u16, mode: u8, again: Option<(u16, u8)>, coverage: &mut Coverage) -> Result<(), String> {
-        let log = self.log.take().expect("an open log");
-        let ops = self.position();
-        let at = self.origin + ((ops - self.origin) as u64 * u64::from(point) / u64::from(u16::MAX)) as usize;
-        let mode = crash_mode(mode, at as u64 ^ self.seed);
-        coverage.point(mode_point(mode));
+    /// What was going on at a crash at trace position `at`.
+    fn crash_points(&self, log: &Log, at: usize, coverage: &mut Coverage) {
         if !self.background.is_empty() {
             coverage.point("crash with a background operation");
         }
@@ -670,10 +709,26 @@ impl LogWorld {
                 coverage.point(format!("crash inside a {what}"));
             }
         }
+        if self.archiver.is_some() {
+            coverage.point("crash with the archiver running");
+        }
+    }
+
+    /// Crashes the log at trace position `point` (a fraction of the trace),
+    /// checks the image, reopens it — crashing inside that recovery first
+    /// when `again` says so — and goes on with the recovered log.
+    fn crash(&mut self, point: u16, mode: u8, again: Option<(u16, u8)>, coverage: &mut Coverage) -> Result<(), String> {
+        let log = self.log.take().expect("an open log");
+        let ops = self.position();
+        let at = self.origin + ((ops - self.origin) as u64 * u64::from(point) / u64::from(u16::MAX)) as usize;
+        let mode = crash_mode(mode, at as u64 ^ self.seed);
+        coverage.point(mode_point(mode));
+        self.crash_points(&log, at, coverage);
         // The process dies: everything waiting on it wakes to the poison.
         log.simulate_crash();
         drop(log);
         self.consumers.clear();
+        self.stop_archiver(None, coverage)?;
         self.join_background("after a crash")?;
         let mut image = None;
         let context = format!("a crash after {at} of {ops} operations, {mode:?}");
@@ -690,6 +745,10 @@ impl LogWorld {
             return Err(failure);
         }
         let image = image.expect("the crash position is in the trace");
+        self.check_archive(image.to_storage(), at, &context)?;
+        coverage.point("the archive checked after a crash");
+        let acked = self.model.lock().archived.iter().filter(|(done, _)| *done <= at).map(|(_, end)| *end).max();
+        self.archive_floor = self.archive_floor.max(acked.unwrap_or(Lsn::from_u64(0)));
         let keys = self.config.encryption.clone();
         if let Ok(inspection) = redolog::inspect::inspect_with(Path::new(DIR), image.to_storage(), keys.as_ref()) {
             if let redolog::LogEnd::TornTail { truncated_at, .. } = inspection.end {
@@ -730,7 +789,12 @@ impl LogWorld {
     /// that would help it (another checkpoint, a crash, a close).
     fn checkpoints_return(&mut self) -> Result<(), String> {
         let waiting = || self.spans.lock().iter().any(|(what, _, done)| *what == "checkpoint" && *done == usize::MAX);
-        if !waiting() || self.log.as_ref().is_some_and(|log| !log.consumers().is_empty()) {
+        let held = |log: &Arc<Log>| {
+            log.consumers()
+                .iter()
+                .any(|consumer| self.archiver.is_none() || consumer.name != redolog::archive::CONSUMER_NAME)
+        };
+        if !waiting() || self.log.as_ref().is_some_and(held) {
             return Ok(());
         }
         let deadline = Instant::now() + LIVENESS;
@@ -742,6 +806,138 @@ impl LogWorld {
                 return Err("hang: a checkpoint did not return with no consumer holding the log".into());
             }
             std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    /// Starts the archiver on the open log, unless one runs (an encrypted
+    /// log has none: `EncryptedArchive`).
+    fn archiver_start(&mut self, coverage: &mut Coverage) -> Result<(), String> {
+        if self.archiver.is_some() || self.config.encryption.is_some() {
+            return Ok(());
+        }
+        let log = self.log();
+        let resumed = Archive::open_with_storage(&self.archive_dir, self.storage.clone()).is_ok();
+        let started = self.position();
+        let started_consumer = log.consumers().iter().all(|consumer| consumer.name != redolog::archive::CONSUMER_NAME);
+        let outcome = Archiver::start_with_segments(&log, &self.archive_dir, 4096);
+        // Its consumer: created (a slot written) if it was not there, even
+        // when the start failed after that.
+        if started_consumer {
+            let done = if outcome.is_ok() { self.position() } else { usize::MAX };
+            let event = (started, done, ConsumerEvent::Created(log.checkpoint_lsn()));
+            self.model.lock().consumers.entry(redolog::archive::CONSUMER_NAME.into()).or_default().push(event);
+        }
+        match outcome {
+            Ok(archiver) => {
+                if resumed {
+                    coverage.point("the archiver resumed an archive");
+                }
+                self.archiver = Some(Arc::new(archiver));
+            }
+            // The operator cut the archive off (its consumer dropped), or
+            // the log no longer keeps what follows it: a new archive.
+            Err(Error::ArchiveGap { .. } | Error::NotAnArchive { .. }) => {
+                self.archive_dir = format!("/archive-{}", self.position()).into();
+            }
+            // An injected failure of the archive's own I/O.
+            Err(Error::Io { .. }) if self.handle.plan.fired.load(Ordering::SeqCst) => {}
+            Err(Error::Poisoned { .. } | Error::Closed | Error::InvalidLsn { .. } | Error::TooManyConsumers { .. }) => {
+            }
+            Err(error) => return Err(format!("Archiver::start: {error}")),
+        }
+        Ok(())
+    }
+
+    /// A commit the archive acknowledges: the log and the archive hold it.
+    fn archiver_wait(&mut self, size: usize) {
+        let Some(archiver) = self.archiver.clone() else { return };
+        let (log, model, storage) = (self.log(), self.model.clone(), self.storage.clone());
+        let records = records(&model, size, 1);
+        self.call("archiver_wait", move || {
+            let Ok((start, end)) = log.append_group_range(&[&records[0]]) else { return };
+            model.lock().groups.insert(start, Appended { end, records, acks: Vec::new() });
+            if archiver.wait(end).is_ok() {
+                let at = storage.op_count();
+                let mut model = model.lock();
+                model.archived.push((at, end));
+                if let Some(group) = model.groups.get_mut(&start) {
+                    group.acks.push((at, Durability::Synced));
+                }
+            }
+        });
+    }
+
+    /// Stops the archiver; with `end`, checks that it archived up to it
+    /// (the log was closed there).
+    fn stop_archiver(&mut self, end: Option<Lsn>, coverage: &mut Coverage) -> Result<(), String> {
+        let Some(mut archiver) = self.archiver.take() else { return Ok(()) };
+        // The waits that hold it end once the archive has their groups (the
+        // log closed or crashed, or has room).
+        let deadline = Instant::now() + LIVENESS;
+        let archiver = loop {
+            match Arc::try_unwrap(archiver) {
+                Ok(archiver) => break archiver,
+                Err(shared) if Instant::now() > deadline => {
+                    drop(shared);
+                    return Err("hang: an archiver wait did not return".into());
+                }
+                Err(shared) => {
+                    archiver = shared;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        };
+        let stopped = archiver.stop();
+        if let (Some(end), Ok(archived)) = (end, &stopped) {
+            if *archived != end {
+                return Err(format!("the archiver of a log closed at {end} archived to {archived}"));
+            }
+            coverage.point("the archiver archived to a closed log's end");
+        }
+        Ok(())
+    }
+
+    fn archiver_stop(&mut self, coverage: &mut Coverage) -> Result<(), String> {
+        if self.archiver.as_ref().is_some_and(|archiver| Arc::strong_count(archiver) > 1) {
+            // Waits in flight: give them the room they may wait for.
+            self.settle(coverage)?;
+        }
+        self.stop_archiver(None, coverage)
+    }
+
+    /// The archive's promise in a crash image (`storage`, after `ops`
+    /// operations): every group it holds is the one appended there, byte
+    /// for byte, and it holds every group `Archiver::wait` acknowledged.
+    fn check_archive(&self, storage: redolog::storage::MemStorage, ops: usize, context: &str) -> Result<(), String> {
+        let model = self.model.lock();
+        let acked = model.archived.iter().filter(|(at, _)| *at <= ops).map(|(_, end)| *end).max();
+        let archive = match Archive::open_with_storage(&self.archive_dir, storage) {
+            Ok(archive) => archive,
+            Err(Error::NotAnArchive { .. } | Error::Io { .. }) if acked.is_none() => return Ok(()),
+            Err(error) => return Err(format!("{context}: the archive: {error}")),
+        };
+        let groups =
+            archive.read_from(archive.start_lsn()).map_err(|error| format!("{context}: the archive: {error}"))?;
+        let mut end = archive.start_lsn();
+        for group in groups {
+            let group = group.map_err(|error| format!("{context}: the archive: {error}"))?;
+            if let Some(want) = model.groups.get(&group.start_lsn()) {
+                let records: Vec<Vec<u8>> = group.records().map(<[u8]>::to_vec).collect();
+                if (group.end_lsn(), &records) != (want.end, &want.records) {
+                    return Err(format!(
+                        "{context}: INV-33: the archive's group at {} is not the log's",
+                        group.start_lsn()
+                    ));
+                }
+            }
+            end = group.end_lsn();
+        }
+        if acked.is_some_and(|acked| end < acked) || end < self.archive_floor {
+            return Err(format!(
+                "{context}: the archive ends at {end}, after acknowledging {acked:?} ({:?} before)",
+                self.archive_floor
+            ));
         }
         Ok(())
     }
@@ -775,6 +971,10 @@ impl LogWorld {
     /// Cuts off every consumer of `log` (the operator's way).
     fn drop_consumers(&self, log: &Log) {
         for consumer in log.consumers() {
+            // A running archiver's consumer advances by itself.
+            if self.archiver.is_some() && consumer.name == redolog::archive::CONSUMER_NAME {
+                continue;
+            }
             let started = self.position();
             match log.drop_consumer(&consumer.name) {
                 Ok(()) => {
@@ -920,6 +1120,9 @@ impl Simulation for LogWorld {
             background: Vec::new(),
             closed: Vec::new(),
             consumers: BTreeMap::new(),
+            archiver: None,
+            archive_dir: "/archive-0".into(),
+            archive_floor: Lsn::from_u64(0),
             key_ids,
             origin: 0,
             failure_handled: false,
@@ -957,8 +1160,11 @@ impl Simulation for LogWorld {
             885..=899 => Op::Fail { sync: rng.bool(), after: rng.u8(0..6) },
             900..=914 => Op::SlowDisk { ms: rng.u16(50..500) },
             915..=924 => Op::ProbeClosed,
-            925..=964 => Op::Settle,
-            _ => Op::RotateKey,
+            925..=954 => Op::Settle,
+            955..=964 => Op::RotateKey,
+            965..=974 => Op::ArchiverStart,
+            975..=994 => Op::ArchiverWait { size },
+            _ => Op::ArchiverStop,
         }
     }
 
@@ -987,6 +1193,9 @@ impl Simulation for LogWorld {
             Op::ProbeClosed => "probe_closed",
             Op::Settle => "settle",
             Op::RotateKey => "rotate_key",
+            Op::ArchiverStart => "archiver_start",
+            Op::ArchiverWait { .. } => "archiver_wait",
+            Op::ArchiverStop => "archiver_stop",
         }
     }
 
@@ -1041,7 +1250,7 @@ impl Simulation for LogWorld {
             Op::ReadFrom { at } => self.read_from(at, coverage)?,
             Op::ReadInside { at } => self.read_inside(at)?,
             Op::SetPipeline(pipeline) => self.op_set_pipeline(pipeline)?,
-            Op::Close | Op::RotateKey => self.op_close(matches!(op, Op::RotateKey))?,
+            Op::Close | Op::RotateKey => self.op_close(matches!(op, Op::RotateKey), coverage)?,
             Op::Drop => self.op_drop(coverage)?,
             Op::Crash { point, mode, again } => self.crash(point, mode, again, coverage)?,
             Op::Fail { sync, after } => self.handle.plan.arm(sync, after),
@@ -1051,6 +1260,9 @@ impl Simulation for LogWorld {
             }
             Op::ProbeClosed => self.op_probe_closed()?,
             Op::Settle => self.settle(coverage)?,
+            Op::ArchiverStart => self.archiver_start(coverage)?,
+            Op::ArchiverWait { size } => self.archiver_wait(Op::size(size)),
+            Op::ArchiverStop => self.archiver_stop(coverage)?,
         }
         if let Some(log) = &self.log {
             let (checkpoint, durable, end) = (log.checkpoint_lsn(), log.durable_lsn(), log.end_lsn());
@@ -1066,6 +1278,7 @@ impl Simulation for LogWorld {
 
     fn finish(&mut self, coverage: &mut Coverage) -> Result<(), String> {
         self.settle(coverage)?;
+        self.archiver_stop(coverage)?;
         self.crash(u16::MAX, 0, None, coverage)?;
         self.settle(coverage)?;
         let log = self.log.take().expect("an open log");
@@ -1259,7 +1472,7 @@ impl LogWorld {
         Ok(())
     }
 
-    fn op_close(&mut self, rotate: bool) -> Result<(), String> {
+    fn op_close(&mut self, rotate: bool, coverage: &mut Coverage) -> Result<(), String> {
         if rotate {
             if self.config.encryption.is_none() {
                 return Ok(());
@@ -1270,6 +1483,9 @@ impl LogWorld {
         self.consumers.clear();
         let closed = self.close(&log)?;
         let writes = self.handle.ops.load(Ordering::SeqCst);
+        // Close the log, then stop the archiver: it archives to the end.
+        let end = closed.then(|| log.end_lsn());
+        self.stop_archiver(end, coverage)?;
         if closed {
             self.closed.push((log.clone(), self.handle.clone(), writes));
             self.closed.truncate(4);
@@ -1287,8 +1503,25 @@ impl LogWorld {
         let log = self.log.take().expect("an open log");
         self.consumers.clear();
         let full = log.space().free_bytes() == 0;
+        let end = log.end_lsn();
         drop(log);
-        self.reopen(!full && !self.handle.plan.fired.load(Ordering::SeqCst), "a reopen after a drop")?;
+        // An archiver left as the log's only holder closes it and
+        // archives to its end (bug 3 of the issue: it archived nothing).
+        let clean = !full && !self.handle.plan.fired.load(Ordering::SeqCst);
+        if let Some(archiver) = &self.archiver {
+            let deadline = Instant::now() + LIVENESS;
+            while archiver.archived_lsn() < end && clean {
+                if Instant::now() > deadline {
+                    return Err(format!(
+                        "the archiver left holding the log archived to {}, not {end}",
+                        archiver.archived_lsn()
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        self.stop_archiver(clean.then_some(end), coverage)?;
+        self.reopen(clean, "a reopen after a drop")?;
         Ok(())
     }
 
