@@ -305,38 +305,67 @@ pub fn shrink<S: Simulation + 'static>(seed: u64, ops: &[S::Op], failure: &Failu
     }
 }
 
-/// Runs the schedules of `len` operations of every seed in `seeds`; on the
-/// first failure shrinks it and panics with the seed, the failure and the
-/// shortest schedule found. Returns the merged coverage.
+/// Runs at once while exploring: a run mostly waits (grace periods, slow
+/// disks, liveness checks), so a few share two cores without changing what
+/// each one finds.
+const PARALLEL_RUNS: usize = 4;
+
+/// Runs the schedules of `len` operations of every seed in `seeds`, a few
+/// at a time; on the first failure (the lowest failing seed among those
+/// run) shrinks it and panics with the seed, the failure and the shortest
+/// schedule found. Returns the merged coverage.
 pub fn explore<S: Simulation + 'static>(seeds: std::ops::Range<u64>, len: usize) -> Coverage {
-    let mut coverage = Coverage::default();
-    for seed in seeds {
-        let ops = schedule::<S>(seed, len);
-        match run::<S>(seed, &ops) {
-            Ok(run) => coverage.merge(&run),
-            Err(failure) => {
-                let shortest = shrink::<S>(seed, &ops, &failure);
-                let shortest_failure = if failure.message.starts_with("hang") {
-                    failure.to_string()
-                } else {
-                    match run::<S>(seed, &shortest) {
-                        Err(failure) => failure.to_string(),
-                        Ok(_) => "passed this time (the world's threads)".into(),
-                    }
-                };
-                let mut steps = String::new();
-                for (index, op) in shortest.iter().enumerate() {
-                    let _ = writeln!(steps, "  {index:>3}: {op:?}");
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let next = AtomicU64::new(seeds.start);
+    let merged = std::sync::Mutex::new(Coverage::default());
+    let failed = std::sync::Mutex::new(None::<(u64, Vec<S::Op>, Failure)>);
+    std::thread::scope(|scope| {
+        for _ in 0..PARALLEL_RUNS {
+            scope.spawn(|| loop {
+                let seed = next.fetch_add(1, Ordering::SeqCst);
+                if seed >= seeds.end || failed.lock().unwrap_or_else(|poison| poison.into_inner()).is_some() {
+                    return;
                 }
-                panic!(
-                    "simulation seed {seed} failed at {failure}\n\
-                     shortest schedule found ({} of {} operations; run it with \
-                     redolog::sim::run(seed, &ops)), which fails at {shortest_failure}:\n{steps}",
-                    shortest.len(),
-                    ops.len()
-                );
-            }
+                let ops = schedule::<S>(seed, len);
+                match run::<S>(seed, &ops) {
+                    Ok(run) => merged.lock().unwrap_or_else(|poison| poison.into_inner()).merge(&run),
+                    Err(failure) => {
+                        let mut failed = failed.lock().unwrap_or_else(|poison| poison.into_inner());
+                        if failed.as_ref().is_none_or(|(first, _, _)| seed < *first) {
+                            *failed = Some((seed, ops, failure));
+                        }
+                    }
+                }
+            });
         }
+    });
+    if let Some((seed, ops, failure)) = failed.into_inner().unwrap_or_else(|poison| poison.into_inner()) {
+        report_failure::<S>(seed, &ops, &failure);
     }
-    coverage
+    merged.into_inner().unwrap_or_else(|poison| poison.into_inner())
+}
+
+/// Shrinks a failed run and panics with its seed, failure and shortest
+/// schedule.
+fn report_failure<S: Simulation + 'static>(seed: u64, ops: &[S::Op], failure: &Failure) -> ! {
+    let shortest = shrink::<S>(seed, ops, failure);
+    let shortest_failure = if failure.message.starts_with("hang") {
+        failure.to_string()
+    } else {
+        match run::<S>(seed, &shortest) {
+            Err(failure) => failure.to_string(),
+            Ok(_) => "passed this time (the world's threads)".into(),
+        }
+    };
+    let mut steps = String::new();
+    for (index, op) in shortest.iter().enumerate() {
+        let _ = writeln!(steps, "  {index:>3}: {op:?}");
+    }
+    panic!(
+        "simulation seed {seed} failed at {failure}\n\
+         shortest schedule found ({} of {} operations; run it with \
+         redolog::sim::run(seed, &ops)), which fails at {shortest_failure}:\n{steps}",
+        shortest.len(),
+        ops.len()
+    );
 }

@@ -1751,3 +1751,21 @@ fn the_whole_api_under_crashes_keeps_every_promise() {
         assert!(missing.is_empty(), "a long run left paths unreached: {missing:?}");
     }
 }
+
+/// Runs a pinned scenario: a schedule the simulation once shrank a failure
+/// to (or wrote by hand from an issue), which must pass.
+fn pinned(seed: u64, ops: &[Op]) {
+    if let Err(failure) = redolog::sim::run::<LogWorld>(seed, ops) {
+        panic!("the pinned scenario of seed {seed} failed at {failure}");
+    }
+}
+
+/// `Archiver::start` on a full log waited for ever for a sync the archiver's
+/// own consumer held back (a hang at step 3 without the fix).
+#[test]
+fn pinned_an_archiver_started_on_a_full_log_starts() {
+    pinned(
+        133,
+        &[Op::Fill, Op::Append { size: 110, records: 3 }, Op::Append { size: 141, records: 4 }, Op::ArchiverStart],
+    );
+}
