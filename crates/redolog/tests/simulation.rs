@@ -431,7 +431,7 @@ const KINDS: [&str; 26] = [
 ];
 
 /// The crash points every long run must reach.
-const POINTS: [&str; 20] = [
+const POINTS: [&str; 21] = [
     "crash: only what was synced",
     "crash: everything",
     "crash: a random part",
@@ -452,6 +452,7 @@ const POINTS: [&str; 20] = [
     "the archiver archived to a closed log's end",
     "the archive checked after a crash",
     "the archiver resumed an archive",
+    "a full log refused an append",
 ];
 
 fn draw_at(rng: &mut Rng) -> CheckpointAt {
@@ -1236,7 +1237,7 @@ impl Simulation for LogWorld {
             Op::Append { size, records } => {
                 self.append(Op::size(size), records as usize, Durability::Buffered, coverage)
             }
-            Op::Fill => self.op_fill(),
+            Op::Fill => self.op_fill(coverage)?,
             Op::Commit { size, durability } => self.append(Op::size(size), 1, durability, coverage),
             Op::MiniTransaction { size } => self.op_mini_transaction(size),
             Op::CommitAsync { size } => self.op_commit_async(size),
@@ -1294,7 +1295,7 @@ impl Simulation for LogWorld {
 }
 
 impl LogWorld {
-    fn op_fill(&mut self) {
+    fn op_fill(&mut self, coverage: &mut Coverage) -> Result<(), String> {
         let log = self.log();
         let mut appended = 0;
         while log.space().free_bytes() > 4096 && appended < 400 && !self.handle.plan.fired.load(Ordering::SeqCst) {
@@ -1303,10 +1304,32 @@ impl LogWorld {
                 Ok((start, end)) => {
                     self.model.lock().groups.insert(start, Appended { end, records, acks: Vec::new() });
                 }
-                Err(_) => break,
+                Err(_) => return Ok(()),
             }
             appended += 1;
         }
+        let Some(timeout) = self.config.log_full_timeout else { return Ok(()) };
+        // INV-44: a group past the writer's limit waits at most the
+        // timeout for room, then is refused with `LogFull`, reserving
+        // nothing (a checkpoint beside it may make room instead).
+        let (end, started) = (log.end_lsn(), Instant::now());
+        let records = records(&self.model, 8000, 1);
+        match log.append_group_range(&[&records[0]]) {
+            Ok((start, end)) => {
+                self.model.lock().groups.insert(start, Appended { end, records, acks: Vec::new() });
+            }
+            Err(Error::LogFull { .. }) => {
+                coverage.point("a full log refused an append");
+                if self.background.is_empty() && log.end_lsn() != end {
+                    return Err(format!("INV-44: a refused append moved the end from {end} to {}", log.end_lsn()));
+                }
+                if started.elapsed() > timeout + LIVENESS {
+                    return Err(format!("INV-44: an append refused after {:?}", started.elapsed()));
+                }
+            }
+            Err(_) => {}
+        }
+        Ok(())
     }
 
     fn op_mini_transaction(&mut self, size: u8) {
