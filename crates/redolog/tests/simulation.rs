@@ -1588,7 +1588,15 @@ impl LogWorld {
                     }
                     return Ok(outcome.is_ok());
                 }
-                Err(_) if Instant::now() > deadline => return Err("hang: close did not return".into()),
+                Err(_) if Instant::now() > deadline => {
+                    let consumers: Vec<_> = log.consumers().iter().map(|c| (c.name.clone(), c.lsn)).collect();
+                    return Err(format!(
+                        "hang: close did not return ({:?}, durable {}, consumers {consumers:?}, archived {:?})",
+                        log.space(),
+                        log.durable_lsn(),
+                        self.archiver.as_ref().map(|archiver| archiver.archived_lsn())
+                    ));
+                }
                 Err(_) => {
                     // Close needs file space for what it has still to write:
                     // checkpoint, and cut off the consumers that hold it
