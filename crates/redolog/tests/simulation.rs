@@ -821,12 +821,15 @@ impl LogWorld {
         let resumed = Archive::open_with_storage(&self.archive_dir, self.storage.clone()).is_ok();
         let started = self.position();
         let started_consumer = log.consumers().iter().all(|consumer| consumer.name != redolog::archive::CONSUMER_NAME);
+        // Created at the checkpoint of that moment: at least this one (a
+        // checkpoint beside the start may move it meanwhile).
+        let created_at = log.checkpoint_lsn();
         let outcome = Archiver::start_with_segments(&log, &self.archive_dir, 4096);
         // Its consumer: created (a slot written) if it was not there, even
         // when the start failed after that.
         if started_consumer {
             let done = if outcome.is_ok() { self.position() } else { usize::MAX };
-            let event = (started, done, ConsumerEvent::Created(log.checkpoint_lsn()));
+            let event = (started, done, ConsumerEvent::Created(created_at));
             self.model.lock().consumers.entry(redolog::archive::CONSUMER_NAME.into()).or_default().push(event);
         }
         match outcome {
@@ -1799,4 +1802,50 @@ fn pinned_an_archiver_started_on_a_full_log_starts() {
         133,
         &[Op::Fill, Op::Append { size: 110, records: 3 }, Op::Append { size: 141, records: 4 }, Op::ArchiverStart],
     );
+}
+
+/// Issue bug 1: a crash inside the recovery that cut a torn tail holding
+/// synced bytes left a slot claiming past the files ("the log ends before
+/// its durable end"; INV-41). Found again with the fix removed at seed 58.
+#[test]
+fn pinned_a_crash_inside_a_recovery_that_cut_a_torn_tail_reopens() {
+    pinned(
+        58,
+        &[
+            Op::ArchiverStart,
+            Op::Fill,
+            Op::ArchiverWait { size: 143 },
+            Op::Crash { point: 59160, mode: 102, again: Some((32389, 219)) },
+        ],
+    );
+}
+
+/// Issue bug 3: an archiver started just before the last handle went
+/// archived nothing. Found again (its thread leaving once it held the last
+/// handle) at seed 147.
+#[test]
+fn pinned_an_archiver_left_holding_the_log_archives_to_its_end() {
+    pinned(147, &[Op::Fill, Op::ArchiverStart, Op::Drop]);
+}
+
+/// Issue bug 4: a closed log wrote a checkpoint (INV-43). Found again with
+/// the checkpoint's check and the gate removed at seed 9.
+#[test]
+fn pinned_a_closed_log_writes_nothing() {
+    pinned(9, &[Op::Close, Op::ProbeClosed]);
+}
+
+/// Issue bug 5: `read_from` inside a group gave `Corruption` or `Ok(None)`
+/// instead of `InvalidLsn`. Found again at seed 1.
+#[test]
+fn pinned_read_from_inside_a_group_is_invalid_lsn() {
+    pinned(1, &[Op::Burst { threads: 2, commits: 1 }, Op::ReadInside { at: 31648 }]);
+}
+
+/// Issue bug 5: a full log waited with no bound (INV-44). With the bound
+/// ignored, seed 15 hung at step 17, a fill; its schedule up to there.
+#[test]
+fn pinned_a_bounded_full_log_refuses_in_time() {
+    let ops = redolog::sim::schedule::<LogWorld>(15, SCHEDULE_LEN);
+    pinned(15, &ops[..18]);
 }
