@@ -306,9 +306,11 @@ pub fn shrink<S: Simulation + 'static>(seed: u64, ops: &[S::Op], failure: &Failu
 }
 
 /// Runs at once while exploring: a run mostly waits (grace periods, slow
-/// disks, liveness checks), so a few share two cores without changing what
-/// each one finds.
-const PARALLEL_RUNS: usize = 4;
+/// disks, liveness checks), so a few share two cores in an optimised build.
+/// A debug build runs one at a time: its runs use the cores, and four at
+/// once stretch their timings past what they exercise (and hide nothing
+/// the release runs do not find).
+const PARALLEL_RUNS: usize = if cfg!(debug_assertions) { 1 } else { 4 };
 
 /// Runs the schedules of `len` operations of every seed in `seeds`, a few
 /// at a time; on the first failure (the lowest failing seed among those
