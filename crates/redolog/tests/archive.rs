@@ -321,3 +321,45 @@ fn a_new_archive_at_a_checkpoint_inside_a_group_starts_at_the_next_group() {
     archiver.stop().expect("stop");
     assert_same(&common::archived(dir.path()), &after);
 }
+
+/// The archiver moves its consumer lazily (an eighth of the log behind, or
+/// every second), so a crash leaves its archive ahead of its consumer. The
+/// resumed archiver must move the consumer to the archive's end even with
+/// nothing new to copy. Before the fix it hung (the simulation, seed 221):
+/// the next group straddled the limit that consumer set, so the writer
+/// waited for space and the archiver for a whole group to copy, and the
+/// consumer — knowing only the ends of groups it copied itself — stayed.
+#[test]
+fn a_resumed_archiver_frees_the_log_its_archive_already_holds() {
+    use redolog::storage::{CrashMode, CrashStorage};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = CrashStorage::new();
+    let log_dir = Path::new("/log");
+    let config = Config { capacity_bytes: Config::CAPACITY_BYTES_MIN, ..common::archive_log() };
+    let log = Arc::new(Log::open_with_storage(log_dir, config.clone(), storage.clone()).expect("create").0);
+    let archiver = Archiver::start(&log, dir.path().join("archive")).expect("start");
+    let mut end = redolog::Lsn::from_u64(0);
+    for index in 0..4 {
+        end = log.commit(&record(index * 5 + 3), Durability::Synced).expect("commit");
+    }
+    archiver.wait(end).expect("archived");
+    log.checkpoint(end).expect("checkpoint");
+    let held = log.consumers().into_iter().find(|info| info.name == "archiver").expect("the archiver's consumer").lsn;
+    assert!(held < end, "the consumer moved lazily: {held} behind the archive's {end}");
+    // Power loss: log and archive synced to `end`, the consumer behind.
+    let image = storage.state().crash(CrashMode::DropUnsynced).to_storage();
+    drop(archiver);
+    Arc::into_inner(log).expect("the archiver released the log").simulate_crash();
+    let log = Arc::new(Log::open_with_storage(log_dir, config, image).expect("reopen").0);
+    let archiver = Archiver::start(&log, dir.path().join("archive")).expect("resume");
+    // One group from the archive's end to past the consumer's limit.
+    let room = log.space().writable_end_lsn.as_u64() - log.end_lsn().as_u64();
+    let last = log.commit(&vec![9u8; room as usize + 1000], Durability::Buffered).expect("append");
+    let (done, closed) = std::sync::mpsc::channel();
+    let closing = log.clone();
+    std::thread::spawn(move || done.send(closing.close()));
+    let outcome = closed.recv_timeout(std::time::Duration::from_secs(20));
+    let space = log.space();
+    assert!(matches!(outcome, Ok(Ok(()))), "close returned {outcome:?}; the log's space: {space:?}");
+    assert_eq!(archiver.stop().expect("stop"), last, "archived to the log's end");
+}

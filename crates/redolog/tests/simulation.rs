@@ -431,7 +431,7 @@ const KINDS: [&str; 26] = [
 ];
 
 /// The crash points every long run must reach.
-const POINTS: [&str; 21] = [
+const POINTS: [&str; 22] = [
     "crash: only what was synced",
     "crash: everything",
     "crash: a random part",
@@ -453,6 +453,7 @@ const POINTS: [&str; 21] = [
     "the archive checked after a crash",
     "the archiver resumed an archive",
     "a full log refused an append",
+    "the archiver restarted after a failure",
 ];
 
 fn draw_at(rng: &mut Rng) -> CheckpointAt {
@@ -793,7 +794,7 @@ impl LogWorld {
         let held = |log: &Arc<Log>| {
             log.consumers()
                 .iter()
-                .any(|consumer| self.archiver.is_none() || consumer.name != redolog::archive::CONSUMER_NAME)
+                .any(|consumer| !self.archiver_runs() || consumer.name != redolog::archive::CONSUMER_NAME)
         };
         if !waiting() || self.log.as_ref().is_some_and(held) {
             return Ok(());
@@ -811,9 +812,20 @@ impl LogWorld {
         Ok(())
     }
 
+    /// Whether an archiver runs, not stopped on a failure: its consumer
+    /// then advances by itself.
+    fn archiver_runs(&self) -> bool {
+        self.archiver.as_ref().is_some_and(|archiver| archiver.check().is_ok())
+    }
+
     /// Starts the archiver on the open log, unless one runs (an encrypted
     /// log has none: `EncryptedArchive`).
     fn archiver_start(&mut self, coverage: &mut Coverage) -> Result<(), String> {
+        if self.archiver.is_some() && !self.archiver_runs() {
+            // Failed: the operator starts it again, to resume.
+            self.stop_archiver(None, coverage)?;
+            coverage.point("the archiver restarted after a failure");
+        }
         if self.archiver.is_some() || self.config.encryption.is_some() {
             return Ok(());
         }
@@ -975,8 +987,9 @@ impl LogWorld {
     /// Cuts off every consumer of `log` (the operator's way).
     fn drop_consumers(&self, log: &Log) {
         for consumer in log.consumers() {
-            // A running archiver's consumer advances by itself.
-            if self.archiver.is_some() && consumer.name == redolog::archive::CONSUMER_NAME {
+            // A running archiver's consumer advances by itself; a failed
+            // one's holds the log until the operator acts (`check`).
+            if self.archiver_runs() && consumer.name == redolog::archive::CONSUMER_NAME {
                 continue;
             }
             let started = self.position();
@@ -1533,10 +1546,16 @@ impl LogWorld {
         drop(log);
         // An archiver left as the log's only holder closes it and
         // archives to its end (bug 3 of the issue: it archived nothing).
-        let clean = !full && !self.handle.plan.fired.load(Ordering::SeqCst);
+        let mut clean = !full && !self.handle.plan.fired.load(Ordering::SeqCst);
         if let Some(archiver) = &self.archiver {
             let deadline = Instant::now() + LIVENESS;
             while archiver.archived_lsn() < end && clean {
+                // A failure injected into the last stretch (the archive's or
+                // the log's I/O) ends it short.
+                if self.handle.plan.fired.load(Ordering::SeqCst) {
+                    clean = false;
+                    break;
+                }
                 if Instant::now() > deadline {
                     return Err(format!(
                         "the archiver left holding the log archived to {}, not {end}",

@@ -157,6 +157,11 @@ impl Archiver {
             stop: AtomicBool::new(false),
         });
         let advance_every = (log.core().files().group_bytes_max() / 8).max(1);
+        // The consumer moves lazily, so after a crash the archive may already
+        // hold groups past it: the consumer may move to the archive's end (a
+        // group end, synced by `resume`) once the log has it durable, with
+        // nothing new copied — the next group may wait for that very space.
+        let ends = std::iter::once(segment.end).filter(|end| *end > consumer.lsn()).collect();
         let worker = Worker {
             log: Some(log.clone()),
             shared: shared.clone(),
@@ -164,7 +169,7 @@ impl Archiver {
             segment,
             advance_every,
             segment_bytes,
-            ends: std::collections::VecDeque::new(),
+            ends,
             asked_log: Lsn(0),
         };
         let thread = std::thread::Builder::new()
@@ -182,6 +187,29 @@ impl Archiver {
     /// Every group ending at or before this LSN is archived and synced.
     pub fn archived_lsn(&self) -> Lsn {
         Lsn(self.shared.acks.archived())
+    }
+
+    /// `Ok` while the archiver runs (or stopped cleanly); its failure once it
+    /// stopped on one (`ArchiverFailed`). A failed archiver's consumer keeps
+    /// holding the log, so nothing is lost from the archive's continuity:
+    /// start the archiver again (it resumes at the archive's end) or, to
+    /// give the archive up, drop the consumer
+    /// ([`CONSUMER_NAME`]). A health check that never waits.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use redolog::archive::Archiver;
+    /// # use redolog::{Config, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let log = Arc::new(Log::open(dir.path().join("redo"), Config::default()).unwrap().0);
+    /// let archiver = Archiver::start(&log, dir.path().join("archive")).unwrap();
+    /// assert!(archiver.check().is_ok());
+    /// ```
+    pub fn check(&self) -> Result<()> {
+        match &self.shared.state.lock().failure {
+            Some(failure) => Err(failure.clone_failure()),
+            None => Ok(()),
+        }
     }
 
     /// Waits until every group ending at or before `lsn` is synced in the log
@@ -525,8 +553,9 @@ struct Worker {
     advance_every: u64,
     /// Close a segment once it holds this much.
     segment_bytes: u64,
-    /// Ends of the groups archived since the consumer last moved: where it
-    /// may move once the log has synced them.
+    /// Ends of the groups archived since the consumer last moved (from
+    /// `start`: the archive's end, if past the consumer): where it may move
+    /// once the log has synced them.
     ends: std::collections::VecDeque<Lsn>,
     /// The furthest LSN the archiver asked the log to sync (`on_durable`).
     asked_log: Lsn,
@@ -536,6 +565,12 @@ impl Worker {
     fn run(mut self) {
         let outcome = self.archive();
         if let Err(error) = outcome {
+            log::error!(
+                "{}: {error}; its consumer holds the log from LSN {}: start the archiver again to resume, or drop \
+                 consumer {CONSUMER_NAME:?} to give the archive up",
+                self.shared.dir.display(),
+                self.consumer.lsn()
+            );
             self.shared.state.lock().failure = Some(error.clone_failure());
         }
         self.shared.acks.end();
