@@ -99,7 +99,9 @@ impl PageStore {
         let dir = dir.as_ref();
         let log = self.log();
         let start_lsn = log.checkpoint_lsn();
-        let storage = &self.storage;
+        // Where the store's files live (the log's storage: the pages and the
+        // archive beside it).
+        let storage = log.storage();
         let archive = Archive::open_with_storage(archiver.dir(), storage.clone())?;
         if archive.log_id() != log.log_id() || archive.start_lsn() > start_lsn {
             return Err(Error::BadBackup {

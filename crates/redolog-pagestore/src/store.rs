@@ -73,9 +73,6 @@ pub struct PageStore {
     engine: Arc<Engine>,
     background: Option<Background>,
     tables: Vec<Trees>,
-    /// Where the store's files live (the log, the pages, and an archiver's
-    /// archive): a backup reads and writes through it.
-    pub(crate) storage: Arc<dyn Storage>,
 }
 
 impl std::fmt::Debug for PageStore {
@@ -144,7 +141,7 @@ impl PageStore {
             .then(|| Background::start(&engine))
             .transpose()
             .map_err(|source| crate::Error::Io { path: dir.to_path_buf(), source })?;
-        Ok((PageStore { engine, background, tables, storage: Arc::new(storage) }, replayed))
+        Ok((PageStore { engine, background, tables }, replayed))
     }
 
     /// The tables the meta page lists.

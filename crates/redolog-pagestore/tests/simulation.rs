@@ -330,16 +330,10 @@ impl PageWorld {
     fn crash(&mut self, point: u16, mode: u8, coverage: &mut Coverage) -> Result<(), String> {
         let ops = self.storage.op_count();
         let at = self.origin + ((ops - self.origin) as u64 * u64::from(point) / u64::from(u16::MAX)) as usize;
-        let mode = match mode % 3 {
-            0 => CrashMode::DropUnsynced,
-            1 => CrashMode::KeepAll,
-            _ => CrashMode::Random(self.rng.u64(..)),
-        };
-        coverage.point(match mode {
-            CrashMode::DropUnsynced => "crash: only what was synced",
-            CrashMode::KeepAll => "crash: everything",
-            CrashMode::Random(_) => "crash: a random part",
-        });
+        // (A random crash's seed is drawn only for it: the schedules stay.)
+        let seed = if mode % 3 == 2 { self.rng.u64(..) } else { 0 };
+        let (mode, point) = redolog::sim::crash_mode(mode, seed);
+        coverage.point(point);
         if self.backup_spans.iter().any(|(started, done)| *started <= at && at < *done) {
             coverage.point("crash inside a backup");
         }
@@ -473,24 +467,8 @@ impl Simulation for PageWorld {
     }
 }
 
-fn seeds() -> std::ops::Range<u64> {
-    let count = std::env::var("REDOLOG_PAGESTORE_SIM_SEEDS")
-        .map_or(24, |seeds| seeds.parse().expect("REDOLOG_PAGESTORE_SIM_SEEDS is a number"));
-    let first =
-        std::env::var("REDOLOG_SIM_FIRST").map_or(0, |first| first.parse().expect("REDOLOG_SIM_FIRST is a number"));
-    first..first + count
-}
-
 #[test]
 fn the_page_store_under_crashes_backups_and_restores_keeps_every_promise() {
-    let seeds = seeds();
-    let count = seeds.end - seeds.start;
-    let started = std::time::Instant::now();
-    let coverage = redolog::sim::explore::<PageWorld>(seeds, SCHEDULE_LEN);
-    eprintln!("{count} seeds in {:.1} s", started.elapsed().as_secs_f64());
-    eprintln!("{}", coverage.report(&KINDS, &POINTS));
-    if count >= 500 {
-        let missing = coverage.missing(&KINDS, &POINTS);
-        assert!(missing.is_empty(), "a long run left paths unreached: {missing:?}");
-    }
+    let seeds = redolog::sim::seeds_from_env("REDOLOG_PAGESTORE_SIM_SEEDS", 24);
+    redolog::sim::explore_and_report::<PageWorld>(seeds, SCHEDULE_LEN, (&KINDS, &POINTS), 500);
 }

@@ -366,8 +366,20 @@ impl Log {
         &self.core
     }
 
-    /// Where the log's files live (the archiver keeps its archive there).
-    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+    /// Where the log's files live: the file system, or the storage it was
+    /// opened with (a test's `CrashStorage`). An engine keeps the files it
+    /// writes beside the log there too — the archiver its archive, a page
+    /// store its pages and backups — so that one crash image holds them all.
+    ///
+    /// ```
+    /// # use std::path::Path;
+    /// # use redolog::{Config, Log};
+    /// use redolog::storage::{CrashStorage, Storage};
+    /// let (log, _) = Log::open_with_storage(Path::new("/db/log"), Config::default(), CrashStorage::new()).unwrap();
+    /// log.storage().create_dir_all(Path::new("/db/pages")).unwrap();
+    /// assert!(log.storage().list_dir(Path::new("/db/log")).unwrap().contains(&"redo.0000".to_string()));
+    /// ```
+    pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.storage
     }
 

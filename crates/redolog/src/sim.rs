@@ -371,3 +371,56 @@ fn report_failure<S: Simulation + 'static>(seed: u64, ops: &[S::Op], failure: &F
         ops.len()
     );
 }
+
+/// The seeds a simulation test runs: `count_var` from the environment (or
+/// `default`) seeds from `REDOLOG_SIM_FIRST` (or 0) on.
+///
+/// ```
+/// assert_eq!(redolog::sim::seeds_from_env("REDOLOG_DOC_SEEDS_UNSET", 24), 0..24);
+/// ```
+pub fn seeds_from_env(count_var: &str, default: u64) -> std::ops::Range<u64> {
+    let number = |var: &str, default: u64| match std::env::var(var) {
+        Ok(value) => value.parse().unwrap_or_else(|_| panic!("{var} is a number of seeds, not {value:?}")),
+        Err(_) => default,
+    };
+    let first = number("REDOLOG_SIM_FIRST", 0);
+    first..first + number(count_var, default)
+}
+
+/// Explores `seeds` ([`explore`]), prints how long it took and the coverage
+/// report, and with `long_from` seeds or more fails if any of `ops`, their
+/// pairs or `points` went unreached (a path a long run never reaches is a
+/// testing bug). Returns the coverage.
+pub fn explore_and_report<S: Simulation + 'static>(
+    seeds: std::ops::Range<u64>,
+    len: usize,
+    (ops, points): (&[&str], &[&str]),
+    long_from: u64,
+) -> Coverage {
+    let count = seeds.end - seeds.start;
+    let started = std::time::Instant::now();
+    let coverage = explore::<S>(seeds, len);
+    eprintln!("{count} seeds in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!("{}", coverage.report(ops, points));
+    if count >= long_from {
+        let missing = coverage.missing(ops, points);
+        assert!(missing.is_empty(), "a long run left paths unreached: {missing:?}");
+    }
+    coverage
+}
+
+/// The crash a schedule's code draws: only what was synced survives, all
+/// of it, or a random part (from `seed`); with the coverage point naming it.
+///
+/// ```
+/// use redolog::storage::CrashMode;
+/// assert_eq!(redolog::sim::crash_mode(0, 7), (CrashMode::DropUnsynced, "crash: only what was synced"));
+/// ```
+pub fn crash_mode(code: u8, seed: u64) -> (crate::storage::CrashMode, &'static str) {
+    use crate::storage::CrashMode;
+    match code % 3 {
+        0 => (CrashMode::DropUnsynced, "crash: only what was synced"),
+        1 => (CrashMode::KeepAll, "crash: everything"),
+        _ => (CrashMode::Random(seed), "crash: a random part"),
+    }
+}

@@ -746,8 +746,8 @@ impl LogWorld {
         let log = self.log.take().expect("an open log");
         let ops = self.position();
         let at = self.origin + ((ops - self.origin) as u64 * u64::from(point) / u64::from(u16::MAX)) as usize;
-        let mode = crash_mode(mode, at as u64 ^ self.seed);
-        coverage.point(mode_point(mode));
+        let (mode, point) = redolog::sim::crash_mode(mode, at as u64 ^ self.seed);
+        coverage.point(point);
         self.crash_points(&log, at, coverage);
         // The process dies: everything waiting on it wakes to the poison.
         log.simulate_crash();
@@ -795,7 +795,7 @@ impl LogWorld {
         drop(recovering);
         let ops = recording.op_count();
         let at = (ops as u64 * u64::from(point) / u64::from(u16::MAX)) as usize;
-        let mode = crash_mode(mode, at as u64 ^ self.seed ^ 1);
+        let (mode, _) = redolog::sim::crash_mode(mode, at as u64 ^ self.seed ^ 1);
         coverage.point(if at == ops { "crash right after a recovery" } else { "crash inside a recovery" });
         let context = format!("{context}, then a crash after {at} of the {ops} operations of its recovery, {mode:?}");
         let mut image = None;
@@ -1121,22 +1121,6 @@ fn dump(image: &redolog::storage::CrashImage) {
         let Some(name) = path.file_name() else { continue };
         let _ = std::fs::create_dir_all(dir);
         let _ = std::fs::write(dir.join(name), bytes);
-    }
-}
-
-fn crash_mode(code: u8, seed: u64) -> CrashMode {
-    match code % 3 {
-        0 => CrashMode::DropUnsynced,
-        1 => CrashMode::KeepAll,
-        _ => CrashMode::Random(seed),
-    }
-}
-
-fn mode_point(mode: CrashMode) -> &'static str {
-    match mode {
-        CrashMode::DropUnsynced => "crash: only what was synced",
-        CrashMode::KeepAll => "crash: everything",
-        CrashMode::Random(_) => "crash: a random part",
     }
 }
 
@@ -1818,29 +1802,13 @@ impl LogWorld {
 /// debug one (about 100 s, one at a time).
 const DEFAULT_SEEDS: u64 = if cfg!(debug_assertions) { 100 } else { 200 };
 
-fn seeds() -> std::ops::Range<u64> {
-    let count = std::env::var("REDOLOG_SIM_SEEDS")
-        .map_or(DEFAULT_SEEDS, |seeds| seeds.parse().expect("REDOLOG_SIM_SEEDS is a number"));
-    let first =
-        std::env::var("REDOLOG_SIM_FIRST").map_or(0, |first| first.parse().expect("REDOLOG_SIM_FIRST is a number"));
-    first..first + count
-}
-
 /// Operations per schedule.
 const SCHEDULE_LEN: usize = 80;
 
 #[test]
 fn the_whole_api_under_crashes_keeps_every_promise() {
-    let seeds = seeds();
-    let count = seeds.end - seeds.start;
-    let started = Instant::now();
-    let coverage = redolog::sim::explore::<LogWorld>(seeds, SCHEDULE_LEN);
-    eprintln!("{count} seeds in {:.1} s", started.elapsed().as_secs_f64());
-    eprintln!("{}", coverage.report(&KINDS, &POINTS));
-    if count >= 2000 {
-        let missing = coverage.missing(&KINDS, &POINTS);
-        assert!(missing.is_empty(), "a long run left paths unreached: {missing:?}");
-    }
+    let seeds = redolog::sim::seeds_from_env("REDOLOG_SIM_SEEDS", DEFAULT_SEEDS);
+    redolog::sim::explore_and_report::<LogWorld>(seeds, SCHEDULE_LEN, (&KINDS, &POINTS), 2000);
 }
 
 /// Runs a pinned scenario: a schedule the simulation once shrank a failure
