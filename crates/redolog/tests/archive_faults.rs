@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use common::GroupImage;
 use redolog::archive::Archiver;
-use redolog::{Durability, Error, Log};
+use redolog::{Config, Durability, Error, Log};
 
 fn start(log: &Arc<Log>, dir: &Path) -> redolog::Result<Archiver> {
     Archiver::start_with_segments(log, dir.join("archive"), 4096)
@@ -106,7 +106,12 @@ fn removed_segments_after_a_cut(_scenario: &fail::FailScenario<'_>) {
     use redolog::storage::{CrashMode, CrashStorage};
     let storage = CrashStorage::new();
     let log_dir = Path::new("/log");
-    let log = Arc::new(Log::open_with_storage(log_dir, common::archive_log(), storage.clone()).expect("create").0);
+    // The written groups must stay unsynced until the crash: on a loaded
+    // machine the default flush interval (1 s) synced them, nothing was cut
+    // and no segment needed removing (a CI run; FLUSH_INTERVAL_MIN here
+    // fails it every time).
+    let config = Config { flush_interval: Config::FLUSH_INTERVAL_MAX, ..common::archive_log() };
+    let log = Arc::new(Log::open_with_storage(log_dir, config.clone(), storage.clone()).expect("create").0);
     let archiver = start(&log, Path::new("/")).expect("start");
     let mut synced = Vec::new();
     commit(&log, None, 10, &mut synced).expect("commit");
@@ -125,7 +130,7 @@ fn removed_segments_after_a_cut(_scenario: &fail::FailScenario<'_>) {
     let image = storage.state().crash(CrashMode::DropUnsynced).to_storage();
     drop(archiver);
     Arc::into_inner(log).expect("the archiver released the log").simulate_crash();
-    let log = Arc::new(Log::open_with_storage(log_dir, common::archive_log(), image.clone()).expect("reopen").0);
+    let log = Arc::new(Log::open_with_storage(log_dir, config, image.clone()).expect("reopen").0);
     fail::cfg("archive.remove", "1*return->off").expect("configure");
     let refused = start(&log, Path::new("/"));
     assert!(matches!(refused, Err(Error::Io { op: "remove", .. })), "{refused:?}");
