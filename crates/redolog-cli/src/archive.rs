@@ -30,8 +30,12 @@ pub fn verify(dir: &Path) -> Result<String, BoxError> {
             path.display()
         )
     });
+    let spans = match summary.torn_spans {
+        0 => String::new(),
+        spans => format!("; {spans} spans a crash tore inside a group (no records)"),
+    };
     Ok(format!(
-        "{}: sound. archive of log {:032x}: {} segments, {} groups, {} records in LSN {}..{}{torn}",
+        "{}: sound. archive of log {:032x}: {} segments, {} groups, {} records in LSN {}..{}{spans}{torn}",
         dir.display(),
         archive.log_id(),
         summary.segments,

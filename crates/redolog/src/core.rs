@@ -48,6 +48,11 @@ pub(crate) struct StartState {
 /// An open log.
 pub(crate) struct Core {
     pub(crate) config: Config,
+    /// Where this session's history began: the end recovery found. A group
+    /// read from before it that does not end by it was torn by the crash
+    /// (recovery resumed at a checkpoint inside it): this session's groups
+    /// begin here (INV-46).
+    pub(crate) session_start: Lsn,
     /// The directory's lock, and the write gate every write and sync of
     /// the files passes (INV-19, INV-43).
     pub(crate) owner: Arc<Owner>,
@@ -129,6 +134,7 @@ impl Core {
         );
         let closer = Closer::beside(appender.link(), config.closed_window(), start.end);
         Core {
+            session_start: start.end,
             closer,
             stages: Stages::new(
                 start.end,

@@ -83,6 +83,10 @@ enum Attempt {
     CaughtUp,
     /// A block at the frontier did not read whole: read again.
     Again,
+    /// The group at the position was torn by the crash before this session,
+    /// which began inside it: the reader went on at the session's start
+    /// (INV-46).
+    Skipped,
 }
 
 impl<'a> LogReader<'a> {
@@ -96,7 +100,7 @@ impl<'a> LogReader<'a> {
         let generation = core.files_generation();
         let reader = LogReader {
             core,
-            groups: GroupReader::new(BlockReader::new(core.files()), from, true),
+            groups: GroupReader::new(BlockReader::new(core.files()), from, true).in_session_from(core.session_start),
             generation,
             position: from,
             limit: from,
@@ -137,12 +141,20 @@ impl<'a> LogReader<'a> {
     /// log write over the position, [`Error::InvalidLsn`] if the LSN given to
     /// `read_from` is not a group boundary, and [`Error::Corruption`] if
     /// durable bytes do not read back.
+    ///
+    /// Groups follow each other without a gap, with one exception: a reader
+    /// from before the end a crash's recovery found, when that recovery
+    /// resumed inside a group the crash tore, skips the torn group and goes
+    /// on where this session's groups begin, so the next group returned
+    /// starts past the end of the one before it; [`position`](Self::position)
+    /// moves there with it.
     pub fn try_next(&mut self) -> Result<Option<Group>> {
         let mut torn = 0;
         loop {
             match self.attempt()? {
                 Attempt::Group(group) => return Ok(Some(group)),
                 Attempt::CaughtUp => return Ok(None),
+                Attempt::Skipped => {}
                 Attempt::Again if torn < TORN_READ_RETRIES => {
                     torn += 1;
                     std::thread::yield_now();
@@ -216,12 +228,17 @@ impl<'a> LogReader<'a> {
             self.groups.blocks.switch_files(self.core.files());
             self.groups.restart_at(self.position, self.position.block());
         }
-        if synced != self.limit {
+        // INV-46: before the session's start, no further than it: a group
+        // that runs past it was torn by the crash before this session, and
+        // the bytes past it are this session's.
+        let session_start = self.core.session_start;
+        let limit = if self.position < session_start { synced.min(session_start) } else { synced };
+        if limit != self.limit {
             // INV-24: from the old frontier's block on, blocks were partial or
             // unwritten when read; read them again.
             self.groups.restart_at(self.position, self.limit.block());
-            self.groups.set_limit(synced);
-            self.limit = synced;
+            self.groups.set_limit(limit);
+            self.limit = limit;
         }
         if !self.checked {
             if !self.check_boundary()? {
@@ -239,6 +256,14 @@ impl<'a> LogReader<'a> {
                 self.check_not_reused_since(group.start_lsn(), oldest)?;
                 self.position = group.end_lsn();
                 Ok(Attempt::Group(group))
+            }
+            // The group runs past the session's start: torn (INV-46). This
+            // session's groups begin there.
+            Step::End { why: StreamEnd::Limit, .. } if self.position < session_start => {
+                self.position = session_start;
+                self.checked = true;
+                self.groups.restart_at(session_start, session_start.block());
+                Ok(Attempt::Skipped)
             }
             // The group runs past the durable LSN: it is not returned yet.
             Step::End { why: StreamEnd::Limit, .. } => {
@@ -298,11 +323,21 @@ impl<'a> LogReader<'a> {
             self.unreadable(from, oldest)?;
             return Ok(false);
         };
-        let first = Lsn(from.block().start().0 + header.first_group as u64);
-        if header.first_group == 0 || first > from {
+        let mut first = Lsn(from.block().start().0 + header.first_group as u64);
+        let start = self.core.session_start;
+        let forced = header.first_group == 0 || first > from;
+        if forced && from < start && from.block() == start.block() {
+            // INV-46: this block's `first_group` may point at the session's
+            // start, past the earlier session's groups in it: walk from an
+            // earlier block's.
+            match group_start_before(self.core, &mut blocks, from.block())? {
+                Some(earlier) => first = earlier,
+                None => return Err(not_a_boundary(from)),
+            }
+        } else if forced {
             return Err(not_a_boundary(from));
         }
-        let mut walk = GroupReader::new(blocks, first, false).with_limit(from);
+        let mut walk = GroupReader::new(blocks, first, false).in_session_from(start).with_limit(from);
         while walk.position() < from {
             match walk.next_step()? {
                 Step::Group(_) => {}
@@ -322,12 +357,36 @@ impl<'a> LogReader<'a> {
     }
 }
 
+/// The first group start recorded in a block before `block` (its
+/// `first_group`), still readable; `None` if none is.
+fn group_start_before(core: &Core, blocks: &mut BlockReader, block: BlockNo) -> Result<Option<Lsn>> {
+    let oldest = core.oldest_readable_block();
+    let mut block = block;
+    while block > oldest {
+        block = BlockNo(block.0 - 1);
+        match blocks.checked_state(block)? {
+            BlockState::Valid(header) if header.first_group != 0 => {
+                return Ok(Some(Lsn(block.start().0 + header.first_group as u64)));
+            }
+            BlockState::Valid(_) => {}
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
 /// The first group boundary at or after `from`, a durable data position:
 /// `from` itself if a group starts or ends there, else the end of the group
 /// that holds it (a checkpoint may lie inside a group; an archive starts at
 /// whole groups, docs/DESIGN.md §1.17). Waits, up to `timeout`, for the log
 /// to sync that far; `Ok(None)` if it did not.
 pub(crate) fn next_boundary(core: &Core, from: Lsn, timeout: Duration) -> Result<Option<Lsn>> {
+    let start = core.session_start;
+    if from < start {
+        // INV-46: durable; a group that runs past the session's start was
+        // torn, and the boundary after it is the session's start.
+        return Ok(Some(boundary_in(core, from, start)?.unwrap_or(start)));
+    }
     let deadline = Instant::now() + timeout;
     loop {
         let synced = core.stages.synced();
@@ -389,7 +448,8 @@ fn boundary_in(core: &Core, from: Lsn, synced: Lsn) -> Result<Option<Lsn>> {
                 // The bytes from `from` to `first` end the group that holds it.
                 return Ok((first <= synced).then_some(first));
             }
-            let mut walk = GroupReader::new(blocks, first, false).with_limit(synced);
+            let mut walk =
+                GroupReader::new(blocks, first, false).in_session_from(core.session_start).with_limit(synced);
             loop {
                 match walk.next_step()? {
                     Step::Group(group) if group.end_lsn() >= from => return Ok(Some(group.end_lsn())),

@@ -297,7 +297,9 @@ fn a_closed_log_writes_nothing_whatever_is_called() {
 /// `InvalidLsn`.
 #[test]
 fn read_from_inside_a_group_is_invalid_lsn_at_every_lsn() {
-    let (log, _) = Log::open_with_storage(Path::new(DIR), ring_log(), MemStorage::new()).expect("create");
+    // The appended group stays unsynced until the wait: no flush syncs it.
+    let config = Config { flush_interval: Config::FLUSH_INTERVAL_MAX, ..ring_log() };
+    let (log, _) = Log::open_with_storage(Path::new(DIR), config, MemStorage::new()).expect("create");
     let first = log.end_lsn();
     let mut starts = vec![first];
     for (index, size) in [1usize, 40, 497, 520, 1300, 3, 900].into_iter().enumerate() {
@@ -546,4 +548,99 @@ fn a_new_archive_at_a_checkpoint_inside_a_last_group_that_ends_at_a_block_end_st
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "the archive starts at once");
     log.close().expect("close");
     assert_eq!(archiver.stop().expect("stop"), end);
+}
+
+/// Found by the simulation (seed 2545): a checkpoint at the durable LSN
+/// inside a group the writer had synced in part (it waited at the file
+/// limit), then a crash. Recovery resumes at the checkpoint, so this
+/// session's history begins inside the torn group; a reader from before
+/// it (a consumer's replica, the resumed archiver) read the torn group's
+/// head, found it running past the session's start, and waited for it for
+/// ever (the archiver never moved, and its close archived nothing), or,
+/// once new groups ran past its claimed end, reported corruption. Now a
+/// group read from before the session's start that does not end by it is
+/// torn, and the reader goes on at the session's start (INV-46).
+#[test]
+fn a_reader_from_before_a_recovery_that_resumed_inside_a_torn_group_goes_on_after_it() {
+    for mode in [CrashMode::KeepAll, CrashMode::DropUnsynced] {
+        let storage = CrashStorage::new();
+        let (log, _) = Log::open_with_storage(Path::new(DIR), ring_log(), storage.clone()).expect("create");
+        // Holds the log from the torn group's start on, as a replica would.
+        let mut replica = log.create_consumer("replica").expect("consumer");
+        let limit = log.checkpoint_lsn().as_u64() + log.usable_bytes();
+        let mut torn_start = log.end_lsn();
+        while log.end_lsn().as_u64() < limit - 40_000 {
+            torn_start = log.commit(&[7u8; 1000], Durability::Synced).expect("commit");
+        }
+        replica.advance(torn_start).expect("the replica read up to the torn group");
+        drop(replica);
+        let torn = log.append(&[0xEE; 45_000]).expect("the group past the file limit");
+        assert!(torn.as_u64() > limit, "the group runs past the file limit");
+        log.wait(Lsn::from_u64(limit - 600), Durability::Synced).expect("sync to the file limit");
+        let inside = log.durable_lsn();
+        assert!(inside > torn_start && inside < torn, "durable inside the torn group");
+        log.checkpoint(inside).expect("a checkpoint at the durable LSN, inside the group");
+        log.simulate_crash();
+        let image = storage.state().crash(mode).to_storage();
+        let (log, _) = Log::open_with_storage(Path::new(DIR), ring_log(), image).expect("reopen");
+        assert_eq!(log.end_lsn(), inside, "{mode:?}: the session starts at the checkpoint");
+        let mut reader = log.read_from(torn_start).expect("the torn group's start is a boundary");
+        assert!(reader.try_next().expect("read").is_none(), "{mode:?}: nothing after the torn group yet");
+        assert_eq!(reader.position(), inside, "{mode:?}: the reader goes on at the session's start");
+        let end = log.commit(b"after", Durability::Synced).expect("commit after the recovery");
+        let group = reader.try_next().expect("read").expect("the session's first group");
+        assert_eq!((group.start_lsn(), group.end_lsn()), (inside, end), "{mode:?}");
+        assert_eq!(group.records().collect::<Vec<_>>(), vec![&b"after"[..]], "{mode:?}");
+        // A reader from before it that starts after this session's groups:
+        // it never reads them as the torn group's bytes.
+        let end = log.commit(&[5u8; 8000], Durability::Synced).expect("a group past the torn one's claimed end");
+        assert!(end > torn, "{mode:?}: this session's groups run past the torn group's claimed end");
+        let mut late = log.read_from(torn_start).expect("read from the torn group's start");
+        let ends: Vec<_> = std::iter::from_fn(|| late.try_next().expect("read")).map(|group| group.end_lsn()).collect();
+        assert_eq!(ends, vec![group.end_lsn(), end], "{mode:?}: the session's groups, from its start");
+        log.close().expect("close");
+    }
+}
+
+/// The same crash seen by an archiver that had archived up to the torn
+/// group: resumed, it waited for the torn group for ever (seed 2545: its
+/// close "archived to 104692" a log that ended at 106512). Now it records
+/// the torn span as an entry of no records, so the archive's entries still
+/// follow each other without a gap, and archives the new session's groups.
+#[test]
+fn an_archiver_resumed_after_a_recovery_inside_a_torn_group_records_the_span_and_goes_on() {
+    use std::sync::Arc;
+    let storage = CrashStorage::new();
+    let archive_dir = Path::new("/archive");
+    let log = Arc::new(Log::open_with_storage(Path::new(DIR), ring_log(), storage.clone()).expect("create").0);
+    let archiver = redolog::archive::Archiver::start(&log, archive_dir).expect("start");
+    let limit = log.checkpoint_lsn().as_u64() + log.usable_bytes();
+    let mut groups = Vec::new();
+    while log.end_lsn().as_u64() < limit - 40_000 {
+        let end = log.commit(&[7u8; 1000], Durability::Synced).expect("commit");
+        groups.push((end, vec![vec![7u8; 1000]]));
+    }
+    let torn_start = log.end_lsn();
+    archiver.wait(torn_start).expect("archived up to the torn group");
+    let torn = log.append(&[0xEE; 45_000]).expect("the group past the file limit");
+    assert!(torn.as_u64() > limit, "the group runs past the file limit");
+    log.wait(Lsn::from_u64(limit - 600), Durability::Synced).expect("sync to the file limit");
+    let inside = log.durable_lsn();
+    log.checkpoint(inside).expect("a checkpoint at the durable LSN, inside the group");
+    let image = storage.state().crash(CrashMode::DropUnsynced).to_storage();
+    drop(archiver);
+    Arc::into_inner(log).expect("the archiver released the log").simulate_crash();
+
+    let log = Arc::new(Log::open_with_storage(Path::new(DIR), ring_log(), image.clone()).expect("reopen").0);
+    assert_eq!(log.end_lsn(), inside, "the session starts at the checkpoint");
+    let archiver = redolog::archive::Archiver::start(&log, archive_dir).expect("resume");
+    let end = log.commit(b"after", Durability::Synced).expect("commit after the recovery");
+    groups.push((end, vec![b"after".to_vec()]));
+    archiver.wait(end).expect("the archive follows the new session");
+    log.close().expect("close");
+    assert_eq!(archiver.stop().expect("stop"), end, "the archive reaches the log's end");
+    assert_eq!(common::archived_in(Path::new("/"), image.clone()), groups, "the archive's groups are the log's");
+    let archive = redolog::archive::Archive::open_with_storage(archive_dir, image).expect("open the archive");
+    let summary = archive.verify().expect("verify");
+    assert_eq!((summary.torn_spans, summary.end), (1, end), "one torn span, [{torn_start}, {inside})");
 }

@@ -1918,3 +1918,27 @@ fn pinned_an_archive_keeps_the_lost_history_until_its_cut_is_on_disk() {
         ],
     );
 }
+
+/// Seed 2545 (INV-46): a crash's recovery restarted inside a group torn
+/// across a block (the checkpoint lay inside it), and a second crash came
+/// before the archiver, still below that restart point, read on: it took
+/// the torn group for damage to durable bytes and failed; a consumer's
+/// reader stayed at the torn group's start. Readers go on at the session's
+/// start and the archive records the torn span as an entry of no records.
+#[test]
+fn pinned_a_recovery_inside_a_torn_group_goes_on_at_the_session_start() {
+    pinned(
+        2545,
+        &[
+            Op::Fill,
+            Op::Burst { threads: 3, commits: 5 },
+            Op::ArchiverStart,
+            Op::Checkpoint { at: CheckpointAt::Durable, beside: true },
+            Op::Commit { size: 255, durability: Durability::Written },
+            Op::Resize { grow: true },
+            Op::Crash { point: 26870, mode: 238, again: Some((13218, 112)) },
+            Op::ArchiverStart,
+            Op::Close,
+        ],
+    );
+}

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use ack::{Acks, Outcome};
-use segment::{encode_entry_header, encode_header, segment_name, BATCH_BYTES, ENTRY_HEADER_BYTES, HEADER_BYTES};
+use segment::{
+    encode_entry_header, encode_header, encode_torn_span, segment_name, BATCH_BYTES, ENTRY_HEADER_BYTES, HEADER_BYTES,
+};
 pub use segment::{Archive, ArchiveReader, ArchiveSummary};
 
 use crate::config::Durability;
@@ -515,6 +517,15 @@ impl SegmentWriter {
         self.end = group.end_lsn();
     }
 
+    /// Adds the entry of a span a crash tore, up to `end`, where the log
+    /// went on (INV-46).
+    fn append_torn_span(&mut self, end: Lsn) {
+        self.pending.extend_from_slice(&encode_torn_span(self.end, end));
+        self.bytes += ENTRY_HEADER_BYTES as u64;
+        self.unsynced += ENTRY_HEADER_BYTES as u64;
+        self.end = end;
+    }
+
     /// Writes the batch in one call and syncs it.
     fn sync(&mut self) -> std::result::Result<(), (&'static str, PathBuf, std::io::Error)> {
         let at = self.bytes - self.pending.len() as u64;
@@ -655,7 +666,12 @@ impl Worker {
             if stop_at.is_some_and(|at| self.segment.end >= at) {
                 break;
             }
-            match reader.next_timeout(Duration::ZERO) {
+            let next = reader.next_timeout(Duration::ZERO);
+            if !matches!(next, Ok(Some(_))) && LogReader::position(reader) > self.segment.end {
+                self.follow_torn_span(LogReader::position(reader));
+                copied += 1;
+            }
+            match next {
                 Ok(Some(group)) => {
                     self.append(log, &group).map_err(failed)?;
                     copied += 1;
@@ -721,6 +737,7 @@ impl Worker {
     /// group would take its unsynced bytes past `BATCH_BYTES` (or one entry),
     /// the most a crash can tear (`SegmentWriter::resume`).
     fn append(&mut self, log: &Log, group: &Group) -> std::result::Result<(), (&'static str, PathBuf, std::io::Error)> {
+        self.follow_torn_span(group.start_lsn());
         let entry = (ENTRY_HEADER_BYTES + group.body().len()) as u64;
         if self.segment.unsynced > 0 && self.segment.unsynced + entry > BATCH_BYTES {
             self.publish_synced(log)?;
@@ -728,6 +745,17 @@ impl Worker {
         self.segment.append(group);
         self.ends.push_back(group.end_lsn());
         Ok(())
+    }
+
+    /// The reader went on at `position`, past the archive's end, without a
+    /// group between: the log resumed there after a crash tore the group
+    /// from the archive's end (INV-46). The archive records the span, so its
+    /// entries still follow each other without a gap.
+    fn follow_torn_span(&mut self, position: Lsn) {
+        if position > self.segment.end {
+            self.segment.append_torn_span(position);
+            self.ends.push_back(position);
+        }
     }
 
     /// With a batch gathered and nothing more durable yet: whether to gather

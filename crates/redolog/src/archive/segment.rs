@@ -75,14 +75,28 @@ pub(crate) fn encode_header(log_id: u128, start: Lsn) -> [u8; HEADER_BYTES] {
     header
 }
 
+/// `record_count` of a torn span's entry (FORMAT.md §9.2): no group of
+/// the log holds that many records in no bytes.
+const TORN_SPAN_COUNT: u32 = u32::MAX;
+
 /// A group as an entry: its header, then its body.
 pub(crate) fn encode_entry_header(group: &Group) -> [u8; ENTRY_HEADER_BYTES] {
+    encode_entry(group.start_lsn(), group.end_lsn(), group.record_count() as u32, group.body())
+}
+
+/// The entry of a span a crash tore and recovery resumed inside (INV-46):
+/// no records, no body.
+pub(crate) fn encode_torn_span(start: Lsn, end: Lsn) -> [u8; ENTRY_HEADER_BYTES] {
+    encode_entry(start, end, TORN_SPAN_COUNT, &[])
+}
+
+fn encode_entry(start: Lsn, end: Lsn, count: u32, body: &[u8]) -> [u8; ENTRY_HEADER_BYTES] {
     let mut header = [0u8; ENTRY_HEADER_BYTES];
-    write_u64(&mut header, 0, group.start_lsn().0);
-    write_u64(&mut header, ENTRY_END_OFFSET, group.end_lsn().0);
-    write_u32(&mut header, ENTRY_COUNT_OFFSET, group.record_count() as u32);
-    write_u32(&mut header, ENTRY_BODY_LEN_OFFSET, group.body().len() as u32);
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[..ENTRY_CRC_OFFSET]), group.body());
+    write_u64(&mut header, 0, start.0);
+    write_u64(&mut header, ENTRY_END_OFFSET, end.0);
+    write_u32(&mut header, ENTRY_COUNT_OFFSET, count);
+    write_u32(&mut header, ENTRY_BODY_LEN_OFFSET, body.len() as u32);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[..ENTRY_CRC_OFFSET]), body);
     write_u32(&mut header, ENTRY_CRC_OFFSET, crc);
     header
 }
@@ -206,6 +220,11 @@ impl Archive {
             ArchiveSummary { start: self.start_lsn(), end: self.start_lsn(), ..ArchiveSummary::default() };
         let mut reader = ArchiveReader::open(self.storage.clone(), self.segments.clone(), self.start_lsn())?;
         while let Some(group) = reader.next_group()? {
+            summary.end = group.end_lsn();
+            if reader.torn_span {
+                summary.torn_spans += 1;
+                continue;
+            }
             summary.groups += 1;
             summary.records += group.record_count() as u64;
             summary.bytes += group.body().len() as u64;
@@ -235,6 +254,9 @@ pub struct ArchiveSummary {
     pub end: Lsn,
     /// A torn entry after the last whole group: its file and offset.
     pub torn_tail: Option<(PathBuf, u64)>,
+    /// Spans of the log a crash tore inside a group and recovery resumed
+    /// after (FORMAT.md §9.2): entries that hold no group.
+    pub torn_spans: u64,
 }
 
 /// Reads a segment's header; returns its log id.
@@ -324,13 +346,15 @@ pub struct ArchiveReader {
     next: Lsn,
     /// A torn last entry, once reached.
     torn: Option<(PathBuf, u64)>,
+    /// Whether the entry read last was a torn span's (INV-46).
+    torn_span: bool,
 }
 
 impl ArchiveReader {
     /// A reader of `segments`, the first opened, whose next group starts at
     /// `next`.
     fn open(storage: Arc<dyn Storage>, segments: Vec<Segment>, next: Lsn) -> Result<ArchiveReader> {
-        let mut reader = ArchiveReader { storage, segments, current: None, next, torn: None };
+        let mut reader = ArchiveReader { storage, segments, current: None, next, torn: None, torn_span: false };
         reader.open_next()?;
         Ok(reader)
     }
@@ -386,8 +410,9 @@ impl ArchiveReader {
                 continue;
             }
             return match read_entry(cursor, self.next) {
-                Ok(group) => {
+                Ok((group, torn_span)) => {
                     self.next = group.end_lsn();
+                    self.torn_span = torn_span;
                     Ok(Some(group))
                 }
                 // A torn tail: what a crash of the archiver leaves, within
@@ -475,8 +500,15 @@ pub(crate) fn sync_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
 impl Iterator for ArchiveReader {
     type Item = Result<Group>;
 
+    /// The next group; a torn span's entry is not one (it holds no
+    /// records: the next group starts at its end).
     fn next(&mut self) -> Option<Result<Group>> {
-        self.next_group().transpose()
+        loop {
+            let group = self.next_group().transpose();
+            if !(self.torn_span && matches!(group, Some(Ok(_)))) {
+                return group;
+            }
+        }
     }
 }
 
@@ -488,7 +520,7 @@ impl std::fmt::Debug for ArchiveReader {
 
 /// Reads the entry at the cursor, which must start at `expected`; why not, if
 /// it cannot.
-fn read_entry(cursor: &mut Cursor, expected: Lsn) -> std::result::Result<Group, String> {
+fn read_entry(cursor: &mut Cursor, expected: Lsn) -> std::result::Result<(Group, bool), String> {
     let entry = read_entry_at(cursor, expected);
     match &entry {
         Ok(_) => cursor.consume(),
@@ -497,7 +529,8 @@ fn read_entry(cursor: &mut Cursor, expected: Lsn) -> std::result::Result<Group, 
     entry
 }
 
-fn read_entry_at(cursor: &mut Cursor, expected: Lsn) -> std::result::Result<Group, String> {
+/// The entry at the cursor, and whether it is a torn span's.
+fn read_entry_at(cursor: &mut Cursor, expected: Lsn) -> std::result::Result<(Group, bool), String> {
     let left = cursor.len - cursor.offset;
     if left < ENTRY_HEADER_BYTES as u64 {
         return Err(format!("{left} bytes where an entry header needs {ENTRY_HEADER_BYTES}"));
@@ -517,5 +550,8 @@ fn read_entry_at(cursor: &mut Cursor, expected: Lsn) -> std::result::Result<Grou
     if start != expected || end <= start {
         return Err(format!("an entry for [{start}, {end}) where the group at {expected} belongs"));
     }
-    Group::from_body(start, end, count, body)
+    if count == TORN_SPAN_COUNT && body.is_empty() {
+        return Ok((Group::from_body(start, end, 0, body)?, true));
+    }
+    Ok((Group::from_body(start, end, count, body)?, false))
 }

@@ -331,6 +331,10 @@ pub(crate) struct GroupReader {
     pub(crate) max_synced_block: BlockNo,
     /// The last block seen valid.
     pub(crate) last_valid_block: Option<BlockNo>,
+    /// The session's start when it lies inside a group a crash tore
+    /// (INV-46): its block's `first_group` points at it, not at the groups
+    /// of the earlier session before it in that block.
+    restart: Option<Lsn>,
 }
 
 /// An internal outcome of reading bytes.
@@ -353,7 +357,17 @@ impl GroupReader {
             scratch: Vec::with_capacity(GROUP_HEADER_BYTES),
             max_synced_block: BlockNo(0),
             last_valid_block: None,
+            restart: None,
         }
+    }
+
+    /// A reader of the session that began at `start` (INV-46): group starts
+    /// before `start` in its block are not checked against the block's
+    /// `first_group`, which a recovery that resumed inside a torn group set
+    /// to `start`.
+    pub(crate) fn in_session_from(mut self, start: Lsn) -> Self {
+        self.restart = Some(start);
+        self
     }
 
     pub(crate) fn with_limit(mut self, limit: Lsn) -> Self {
@@ -442,9 +456,11 @@ impl GroupReader {
     fn note_group_start(&mut self) -> Option<Damage> {
         let offset = self.position.offset_in_block();
         if let Some(block) = self.current.as_mut() {
+            let before_restart =
+                self.restart.is_some_and(|start| start.block() == block.number && self.position < start);
             if !block.saw_group_start {
                 block.saw_group_start = true;
-                if block.entered_at_start && block.first_group != offset {
+                if block.entered_at_start && block.first_group != offset && !before_restart {
                     let reason = format!("first_group is {} but a group starts at {offset}", block.first_group);
                     return Some(self.blocks.damage(self.position, reason));
                 }
@@ -468,7 +484,11 @@ impl GroupReader {
             if offset >= data_end {
                 return Ok(Read::Stopped(Stop::End(StreamEnd::PartialBlock)));
             }
-            let count = ((data_end - offset) as u64).min(len) as usize;
+            // Never past the limit, inside a block too: a group that runs
+            // over it stops there (`StreamEnd::Limit`), its bytes past it
+            // unread (the live reader's limit is the durable LSN, INV-23).
+            let to_limit = self.limit.map_or(u64::MAX, |limit| limit.0 - self.position.0);
+            let count = ((data_end - offset) as u64).min(len).min(to_limit) as usize;
             if let Some(out) = out.as_deref_mut() {
                 let number = block.number;
                 let image = match self.blocks.opened(number)? {
