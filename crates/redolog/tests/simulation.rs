@@ -920,8 +920,12 @@ impl LogWorld {
             match Arc::try_unwrap(archiver) {
                 Ok(archiver) => break archiver,
                 Err(shared) if Instant::now() > deadline => {
+                    let failure = shared.check().err();
                     drop(shared);
-                    return Err("hang: an archiver wait did not return".into());
+                    return Err(format!(
+                        "hang: an archiver wait did not return (its failure {failure:?}; {})",
+                        self.state()
+                    ));
                 }
                 Err(shared) => {
                     archiver = shared;
@@ -1917,6 +1921,15 @@ fn pinned_an_archive_keeps_the_lost_history_until_its_cut_is_on_disk() {
             Op::Crash { point: 8967, mode: 55, again: Some((37172, 118)) },
         ],
     );
+}
+
+/// Seed 1827: an archive's fdatasync failed, and a wait on the failed
+/// archiver then waited for the log, full and held by a consumer, for
+/// ever; it returns the failure at once. Its schedule up to the hang.
+#[test]
+fn pinned_a_wait_on_a_failed_archiver_returns_its_failure() {
+    let ops = redolog::sim::schedule::<LogWorld>(1827, SCHEDULE_LEN);
+    pinned(1827, &ops[..71]);
 }
 
 /// Seed 2545 (INV-46): a crash's recovery restarted inside a group torn

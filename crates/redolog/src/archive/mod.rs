@@ -223,12 +223,17 @@ impl Archiver {
     /// by whichever of the two syncs ends last, the archiver asking the log
     /// for it (`on_durable`; docs/DESIGN.md §1.17, INV-36).
     /// `ArchiverFailed` if the archiver failed, `Closed` if it stopped before
-    /// reaching `lsn`, and the log's own errors.
+    /// reaching `lsn`, and the log's own errors. A wait on an archiver that
+    /// failed already returns its failure at once, without waiting for the
+    /// log (which may be full, held by a consumer).
     pub fn wait(&self, lsn: Lsn) -> Result<()> {
         let shared = &self.shared;
         if shared.acks.acknowledged(lsn.as_u64()) {
             return Ok(());
         }
+        // The archive will never hold `lsn`: say so now (the simulation, seed
+        // 1827: a wait on a failed archiver sat behind a full log).
+        self.check()?;
         // The archiver writes a batch it gathers for later now, and asks the
         // log for what is appended (LINGER).
         let alone = shared.acks.arrive();
