@@ -709,8 +709,21 @@ impl Drop for Log {
     /// Best effort `close`: writes and syncs what fits in the file space. If the
     /// log is full, it stops without waiting for a checkpoint that cannot come.
     fn drop(&mut self) {
-        let end = self.core.appender.reserved_end();
-        if last_data_block(end) < self.core.checkpoints.file_limit() {
+        self.close_as_dropped();
+    }
+}
+
+impl Log {
+    /// Whether everything appended fits in the file space the checkpoint
+    /// and the consumers leave: a `close` need not wait for a checkpoint.
+    pub(crate) fn unwritten_fits(&self) -> bool {
+        last_data_block(self.core.appender.reserved_end()) < self.core.checkpoints.file_limit()
+    }
+
+    /// What dropping the last handle does: `close` if what is unwritten
+    /// fits, else stop without waiting for a checkpoint that cannot come.
+    pub(crate) fn close_as_dropped(&self) {
+        if self.unwritten_fits() {
             let _ = self.close();
         } else {
             self.stop_threads();

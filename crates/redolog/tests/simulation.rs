@@ -1932,6 +1932,15 @@ fn pinned_a_wait_on_a_failed_archiver_returns_its_failure() {
     pinned(1827, &ops[..71]);
 }
 
+/// Seed 1832: the archiver, left the log's only holder, closed it on its
+/// own thread while the writer waited for room its consumer held: neither
+/// went on. Its schedule up to the drop.
+#[test]
+fn pinned_an_archiver_left_holding_a_full_log_closes_it_and_goes_on() {
+    let ops = redolog::sim::schedule::<LogWorld>(1832, SCHEDULE_LEN);
+    pinned(1832, &ops[..71]);
+}
+
 /// Seed 2545 (INV-46): a crash's recovery restarted inside a group torn
 /// across a block (the checkpoint lay inside it), and a second crash came
 /// before the archiver, still below that restart point, read on: it took

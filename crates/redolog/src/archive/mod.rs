@@ -577,6 +577,34 @@ struct Worker {
     asked_log: Lsn,
 }
 
+/// Nobody but the archiver holds the log: closes it as dropping it would
+/// (`close`, or a stop without waiting if the log is full behind its
+/// checkpoint), so the archiver archives to its end. On a thread of its
+/// own, which waits while the archiver's own consumer holds the room the
+/// close needs: the archiver frees it as it goes on (the simulation, seed
+/// 1832: closing on the archiver's thread, with the log full behind its
+/// consumer, hung). Inline if no thread can be made.
+fn close_beside(log: &Arc<Log>, shared: &Arc<Shared>) -> Option<std::thread::JoinHandle<()>> {
+    let (closer, shared) = (log.clone(), shared.clone());
+    let spawned = std::thread::Builder::new().name("redolog-archive-close".into()).spawn(move || {
+        while !closer.unwritten_fits()
+            && closer.space().held_by.as_deref() == Some(CONSUMER_NAME)
+            && shared.state.lock().failure.is_none()
+            && !closer.core().stages.is_poisoned()
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        closer.close_as_dropped();
+    });
+    match spawned {
+        Ok(closer) => Some(closer),
+        Err(_) => {
+            log.close_as_dropped();
+            None
+        }
+    }
+}
+
 impl Worker {
     fn run(mut self) {
         let outcome = self.archive();
@@ -598,20 +626,33 @@ impl Worker {
         let mut advanced_at = Instant::now();
         // Once asked to stop: what the log had written then, the last stretch.
         let mut stop_at = None;
+        let mut closing = None;
         loop {
             if stop_at.is_none() && self.shared.stop.load(Ordering::SeqCst) {
                 stop_at = Some(log.core().stages.written());
             }
-            if Arc::strong_count(&log) == 1 {
-                // Nobody else holds the log: close it, as dropping it would,
-                // and archive to its end.
-                let _ = log.close();
+            if closing.is_none() && Arc::strong_count(&log) == 1 {
+                closing = Some(close_beside(&log, &self.shared));
             }
-            let (closed, copied) = self.batch(&log, &mut reader, stop_at)?;
-            let done = closed || stop_at.is_some_and(|at| copied == 0 || self.segment.end >= at);
-            self.advance_consumer(&log, done, &mut advanced_at)?;
+            let (mut closed, copied) = self.batch(&log, &mut reader, stop_at)?;
+            let close_running = matches!(&closing, Some(Some(closer)) if !closer.is_finished());
+            if closed && close_running {
+                // Closed, and still writing what was appended: it may need
+                // the room this consumer holds. Archive on, then read again.
+                closed = false;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // A stop waits for a close in flight: only this archiver can
+            // free the room the close may need (seed 1832 again: `stop` right
+            // after the drop joined the close, which waited for that room).
+            let stopped = stop_at.is_some_and(|at| copied == 0 || self.segment.end >= at);
+            let done = closed || (stopped && !close_running);
+            self.advance_consumer(&log, done || close_running, &mut advanced_at)?;
             self.segment.roll_if_full(self.segment_bytes)?;
             if done {
+                if let Some(Some(closer)) = closing {
+                    let _ = closer.join();
+                }
                 return Ok(());
             }
         }
