@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::io::Cursor;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,8 +31,8 @@ use openraft::{BasicNode, ReadPolicy};
 
 use crate::frames;
 use crate::identity::{Identity, Refusal, HEADER};
-use crate::machine::{Command, Machine, TypeConfig};
-use crate::network::{SnapshotMessage, StreamAnswer, StreamFailure};
+use crate::machine::{Command, Machine, SnapshotFile, TypeConfig};
+use crate::network::{SnapshotHead, StreamAnswer, StreamFailure, SNAPSHOT_HEADER};
 
 /// A running node.
 pub type Node = openraft::Raft<TypeConfig, Machine>;
@@ -270,18 +269,33 @@ async fn vote(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Respon
     Json(app.raft.vote(rpc).await).into_response()
 }
 
-async fn snapshot(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
-    let message: SnapshotMessage = match admitted_body(&app, &headers, &body).await {
-        Ok(message) => message,
-        Err(refused) => return refused,
+/// A leader's snapshot (KV-10): its vote and meta from the header, checked
+/// before a byte of the body is read; the body streamed into a file of the
+/// state directory, then handed to openraft to install.
+async fn snapshot(State(app): State<App>, headers: HeaderMap, body: axum::body::Body) -> Response {
+    if let Err(refused) = admitted(&app, &headers).await {
+        return refused;
+    }
+    let Some(head) = headers.get(SNAPSHOT_HEADER) else {
+        return failure(StatusCode::BAD_REQUEST, json!({"error": format!("no {SNAPSHOT_HEADER} header")}));
     };
-    if let Err(stray) = leaders_vote(&app, &message.vote) {
+    let head: SnapshotHead = match decode(head.as_bytes()) {
+        Ok(head) => head,
+        Err(malformed) => return *malformed,
+    };
+    if let Err(stray) = leaders_vote(&app, &head.vote) {
         return failure(StatusCode::BAD_REQUEST, json!({"error": stray}));
     }
-    let snapshot =
-        SnapshotOf::<TypeConfig, Cursor<Vec<u8>>> { meta: message.meta, snapshot: Cursor::new(message.data) };
+    let received = match app.machine.receive(body.into_data_stream()).await {
+        Ok(received) => received,
+        Err(error) => {
+            let error = format!("receiving the snapshot: {error}");
+            return failure(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": error}));
+        }
+    };
+    let snapshot = SnapshotOf::<TypeConfig, SnapshotFile> { meta: head.meta, snapshot: received };
     let result: Result<_, RaftError<TypeConfig>> =
-        app.raft.install_full_snapshot(message.vote, snapshot).await.map_err(RaftError::Fatal);
+        app.raft.install_full_snapshot(head.vote, snapshot).await.map_err(RaftError::Fatal);
     Json(result).into_response()
 }
 

@@ -177,9 +177,12 @@ impl Identity {
 
 fn write_durably(path: &Path, text: &str) -> io::Result<()> {
     let dir = path.parent().ok_or_else(|| io::Error::other("no parent directory"))?;
-    fs::create_dir_all(dir)?;
+    crate::machine::private_dir(dir)?;
     let temporary = path.with_extension("tmp");
-    let mut file = File::create(&temporary)?;
+    let mut file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        File::options().write(true).create(true).truncate(true).mode(0o600).open(&temporary)?
+    };
     file.write_all(text.as_bytes())?;
     file.sync_all()?;
     fs::rename(&temporary, path)?;

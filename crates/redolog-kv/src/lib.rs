@@ -55,7 +55,7 @@ pub use machine::{Command, Request, Response, Session, TypeConfig};
 ///
 /// let cli = Cli::parse_from(["node", "--id", "1", "--listen", "127.0.0.1:0", "--dir", "node-1"]);
 /// assert_eq!(cli.node.id, 1);
-/// assert_eq!(cli.node.snapshot_every, 5000);
+/// assert_eq!(cli.node.snapshot_every, 100_000);
 /// ```
 #[derive(clap::Args, Clone, Debug)]
 pub struct Options {
@@ -71,12 +71,16 @@ pub struct Options {
     #[arg(long)]
     pub dir: PathBuf,
     /// The log's capacity in MiB: room for the entries between two
-    /// snapshots.
+    /// snapshots. The node also snapshots (and purges) whenever the log
+    /// wants a checkpoint (¾ full), so a burst of large entries never fills
+    /// it.
     #[arg(long, default_value_t = 64)]
     pub log_mib: u64,
     /// Take a snapshot (and purge the log behind it) every this many
-    /// entries.
-    #[arg(long, default_value_t = 5000)]
+    /// entries, at most (etcd's `--snapshot-count` default): each snapshot
+    /// writes the whole data set, so a large one amortised over many
+    /// writes. Refused at start if the log cannot hold that many entries.
+    #[arg(long, default_value_t = 100_000)]
     pub snapshot_every: u64,
     /// Entries kept in the log behind a snapshot (openraft's
     /// `max_in_snapshot_log_to_keep`): a follower further behind catches up
@@ -113,7 +117,50 @@ pub struct Options {
     pub unsafe_stray_votes: bool,
 }
 
+/// The fewest bytes one entry takes in the log: a write of a one-byte key
+/// and value, JSON-encoded, with its log id and the record and group
+/// headers — what `--snapshot-every` is checked against.
+pub const MIN_ENTRY_BYTES: u64 = 64;
+
 impl Options {
+    /// Refuses settings that cannot work, naming them: `--snapshot-every`
+    /// or `--keep-logs` entries that the log of `--log-mib` cannot hold
+    /// before it wants a checkpoint (¾ of it) — the node would fill its log
+    /// before its snapshot came.
+    ///
+    /// ```
+    /// use clap::Parser;
+    ///
+    /// #[derive(Parser)]
+    /// struct Cli {
+    ///     #[command(flatten)]
+    ///     node: redolog_kv::Options,
+    /// }
+    ///
+    /// let ok = Cli::parse_from(["node", "--id", "1", "--listen", "127.0.0.1:0", "--dir", "n"]);
+    /// assert!(ok.node.validate().is_ok());
+    /// let off = Cli::parse_from(["node", "--id", "1", "--listen", "x", "--dir", "n", "--snapshot-every", "1000000000"]);
+    /// let refused = off.node.validate().unwrap_err();
+    /// assert!(refused.contains("--snapshot-every 1000000000"), "{refused}");
+    /// ```
+    pub fn validate(&self) -> Result<(), String> {
+        let wanted = (self.log_mib << 20) / 4 * 3;
+        let most = wanted / MIN_ENTRY_BYTES;
+        for (flag, entries) in [("--snapshot-every", self.snapshot_every), ("--keep-logs", self.keep_logs)] {
+            if entries > most {
+                return Err(format!(
+                    "{flag} {entries}: the log of --log-mib {} holds at most {most} entries ({MIN_ENTRY_BYTES} bytes \
+                     each at least) before it wants a checkpoint; lower {flag} or raise --log-mib",
+                    self.log_mib
+                ));
+            }
+        }
+        if self.log_mib == 0 {
+            return Err("--log-mib 0: the log needs room".into());
+        }
+        Ok(())
+    }
+
     /// The runtime `--threads` asks for: a current-thread runtime for 1,
     /// else that many workers (one per CPU without `--threads`).
     ///
@@ -161,6 +208,10 @@ pub type Failure = Box<dyn std::error::Error + Send + Sync>;
 /// # }
 /// ```
 pub fn open_store(options: &Options) -> Result<RedologLogStore<TypeConfig>, Failure> {
+    options.validate()?;
+    // Every directory and file of the node is its user's alone (0700,
+    // 0600), as the log's are.
+    machine::private_dir(&options.dir)?;
     let config = redolog::Config { capacity_bytes: options.log_mib << 20, ..redolog::Config::default() };
     Ok(RedologLogStore::<TypeConfig>::open(options.dir.join("raft-log"), config)?)
 }
@@ -179,8 +230,9 @@ pub fn open_store(options: &Options) -> Result<RedologLogStore<TypeConfig>, Fail
 /// ```
 pub async fn serve<S>(options: Options, store: S) -> Result<(), Failure>
 where
-    S: openraft::storage::RaftLogStorage<TypeConfig>,
+    S: openraft::storage::RaftLogStorage<TypeConfig> + Pressure + Clone,
 {
+    options.validate()?;
     let config = openraft::Config {
         cluster_name: "redolog-kv".into(),
         heartbeat_interval: 100,
@@ -188,6 +240,11 @@ where
         election_timeout_max: 1000,
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(options.snapshot_every),
         max_in_snapshot_log_to_keep: options.keep_logs,
+        // A snapshot streams as a file (KV-10): openraft's default of 200 ms
+        // for sending and installing it is shorter than a large data set
+        // takes on a loaded machine; a replication closed meanwhile still
+        // ends the transfer at once.
+        install_snapshot_timeout: 60_000,
         // KV-4: the store keeps the committed id lazily (docs/RAFT.md,
         // "Durability"), so a leader restarted in its own term would serve
         // read-index reads from a machine re-applied only to a stale
@@ -202,7 +259,7 @@ where
     let machine = Machine::open(&options.dir.join("state"))?;
     let identity = Arc::new(identity::Identity::open(&options.dir)?);
     let network = network::Network::new(identity.clone(), options.routes.into_iter().collect());
-    let raft = Node::new(options.id, config, network, store, machine.clone()).await?;
+    let raft = Node::new(options.id, config, network, store.clone(), machine.clone()).await?;
     // KV-9: before anything is served, a node with Raft state must have
     // its identity.
     identity.check_kept(raft.is_initialized().await?)?;
@@ -217,9 +274,57 @@ where
         unsafe_reads: options.unsafe_reads,
         unsafe_stray_votes: options.unsafe_stray_votes,
     };
-    tokio::select! {
+    let pressure = tokio::spawn(snapshot_when_the_log_fills(app.raft.clone(), store));
+    let outcome = tokio::select! {
         served = axum::serve(without_nagle(listener), api::routes(app)) => Ok(served?),
         stopped = raft_stopped(core) => Err(stopped.into()),
+    };
+    pressure.abort();
+    outcome
+}
+
+/// A log store that says when its log wants room back.
+pub trait Pressure: Send + Sync + 'static {
+    /// Whether the log is past the level at which it wants a checkpoint:
+    /// the node takes a snapshot, and openraft purges the log behind it.
+    fn room_wanted(&self) -> bool;
+}
+
+impl Pressure for RedologLogStore<TypeConfig> {
+    fn room_wanted(&self) -> bool {
+        self.log().checkpoint_wanted()
+    }
+}
+
+/// KV-11: a snapshot (and the purge after it) whenever the log wants room,
+/// whatever `--snapshot-every` says, so the log never fills because a
+/// snapshot was late (a burst of large entries, or snapshots set far
+/// apart). One request at a time: the next once the snapshot moved, or
+/// after a second if it did not.
+async fn snapshot_when_the_log_fills<P: Pressure>(raft: Node, store: P) {
+    use openraft::async_runtime::watch::WatchReceiver;
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(20));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut asked: Option<(Option<u64>, tokio::time::Instant)> = None;
+    loop {
+        tick.tick().await;
+        if !store.room_wanted() {
+            continue;
+        }
+        let (snapshot, applied) = {
+            let metrics = raft.metrics();
+            let metrics = metrics.borrow_watched();
+            (metrics.snapshot.map(|id| id.index), metrics.last_applied.map(|id| id.index))
+        };
+        let pending = asked.is_some_and(|(at, when)| at == snapshot && when.elapsed().as_secs() < 1);
+        if pending || snapshot == applied {
+            continue;
+        }
+        tracing::info!(?snapshot, ?applied, "the log wants room: snapshot");
+        if raft.trigger().snapshot().await.is_err() {
+            return;
+        }
+        asked = Some((snapshot, tokio::time::Instant::now()));
     }
 }
 

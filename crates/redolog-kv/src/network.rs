@@ -18,7 +18,6 @@
 //! of another cluster refuses it, `403`, and is `Unreachable` here.
 
 use std::future::Future;
-use std::io::Cursor;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -44,7 +43,7 @@ use tokio::sync::watch;
 
 use crate::frames;
 use crate::identity::{Identity, HEADER};
-use crate::machine::TypeConfig;
+use crate::machine::{SnapshotFile, TypeConfig};
 
 /// What the follower answers each streamed request with: openraft's result,
 /// or why it has no result.
@@ -63,13 +62,16 @@ pub enum StreamFailure {
     Refused { index: u64, reason: String },
 }
 
-/// A full snapshot as it travels: the leader's vote, the snapshot's meta and
-/// its bytes.
+/// A full snapshot as it travels: the leader's vote and the snapshot's meta
+/// in this header, as JSON; the snapshot file's bytes as the body, streamed
+/// from the leader's file into the follower's (KV-10).
+pub const SNAPSHOT_HEADER: &str = "x-redolog-snapshot";
+
+/// What [`SNAPSHOT_HEADER`] carries.
 #[derive(Serialize, Deserialize)]
-pub struct SnapshotMessage {
+pub struct SnapshotHead {
     pub vote: VoteOf<TypeConfig>,
     pub meta: SnapshotMetaOf<TypeConfig>,
-    pub data: Vec<u8>,
 }
 
 /// Makes connections to the other nodes: one HTTP/1.1 client for single
@@ -145,8 +147,12 @@ impl Connection {
         P: DeserializeOwned,
     {
         let url = format!("http://{}{path}", self.addr);
+        self.call(self.named(self.calls.post(url)).json(request).timeout(option.hard_ttl())).await
+    }
+
+    /// Sends `call` and decodes openraft's answer ([`Connection::rpc`]).
+    async fn call<P: DeserializeOwned>(&self, call: reqwest::RequestBuilder) -> Result<P, RPCError<TypeConfig>> {
         let failed = |source| CallError { target: self.target, addr: self.addr.clone(), source };
-        let call = self.named(self.calls.post(url)).json(request).timeout(option.hard_ttl());
         let response = call.send().await.map_err(|error| transport_error(failed(error)))?;
         let response = self.ours(response).await?;
         let answer: Result<Result<P, RaftError<TypeConfig>>, CallError> =
@@ -437,7 +443,7 @@ fn transport_error(error: CallError) -> RPCError<TypeConfig> {
 }
 
 impl RaftNetworkV2<TypeConfig> for Connection {
-    type SnapshotData = Cursor<Vec<u8>>;
+    type SnapshotData = SnapshotFile;
 
     fn stream_append<'s, S>(
         &'s mut self,
@@ -492,12 +498,22 @@ impl RaftNetworkV2<TypeConfig> for Connection {
     async fn full_snapshot(
         &mut self,
         vote: VoteOf<TypeConfig>,
-        snapshot: SnapshotOf<TypeConfig, Cursor<Vec<u8>>>,
-        _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        snapshot: SnapshotOf<TypeConfig, SnapshotFile>,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
-        let message = SnapshotMessage { vote, meta: snapshot.meta, data: snapshot.snapshot.into_inner() };
-        Ok(self.rpc("/raft/snapshot", &message, &option).await?)
+        let head = serde_json::to_vec(&SnapshotHead { vote, meta: snapshot.meta })
+            .map_err(|error| RPCError::Network(NetworkError::new(&error)))?;
+        let head = reqwest::header::HeaderValue::from_bytes(&head)
+            .map_err(|error| RPCError::Network(NetworkError::new(&error)))?;
+        let file = tokio::fs::File::from_std(snapshot.snapshot.into_file());
+        let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 16));
+        let url = format!("http://{}/raft/snapshot", self.addr);
+        let call = self.named(self.calls.post(url)).header(SNAPSHOT_HEADER, head).body(body).timeout(option.hard_ttl());
+        tokio::select! {
+            answer = self.call(call) => Ok(answer?),
+            closed = cancel => Err(StreamingError::Closed(closed)),
+        }
     }
 }
 

@@ -115,6 +115,19 @@ fn removed_segments_after_a_cut(_scenario: &fail::FailScenario<'_>) {
     let archiver = start(&log, Path::new("/")).expect("start");
     let mut synced = Vec::new();
     commit(&log, None, 10, &mut synced).expect("commit");
+    // The archiver's consumer moves (once a second) only to synced ends: let
+    // it reach the synced groups' end first, so no slot write — whose
+    // fdatasync of redo.0000 makes the written groups there durable too —
+    // comes while they are written (a loaded machine took over a second
+    // to get to the image, and nothing was cut).
+    let synced_end = synced.last().expect("synced groups").0;
+    archiver.wait(synced_end).expect("archived");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let consumer = |log: &Log| log.consumers().into_iter().find(|info| info.name == "archiver").map(|info| info.lsn);
+    while consumer(&log) < Some(synced_end) {
+        assert!(std::time::Instant::now() < deadline, "the archiver's consumer reaches the synced end");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     // Written, not synced, but archived (several segments): a power loss
     // takes them from the log, not from the archive.
     let mut written = 0;

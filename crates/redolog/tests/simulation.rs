@@ -1941,6 +1941,32 @@ fn pinned_an_archiver_left_holding_a_full_log_closes_it_and_goes_on() {
     pinned(1832, &ops[..71]);
 }
 
+/// Open (found by the long run of 2026-12-03, on the landed main as well):
+/// after a shrink, a drop of the full log, an archiver started and stopped
+/// and two crashes each with a crash inside its recovery, the archive holds
+/// a group at 57692 (ending 60824, 3000 bytes) that is not the log's.
+/// `cargo test --release -p redolog --test simulation -- --ignored open_`.
+#[test]
+#[ignore = "open: seed 8147, INV-33"]
+fn open_an_archive_keeps_a_group_the_log_does_not_have() {
+    pinned(
+        8147,
+        &[
+            Op::Fill,
+            Op::Resize { grow: false },
+            Op::Drop,
+            Op::Commit { size: 254, durability: Durability::Written },
+            Op::ArchiverStart,
+            Op::ArchiverStop,
+            Op::CommitAsync { size: 82 },
+            Op::Crash { point: 36361, mode: 191, again: Some((24525, 131)) },
+            Op::Commit { size: 133, durability: Durability::Synced },
+            Op::ArchiverStart,
+            Op::Crash { point: 19925, mode: 90, again: Some((32688, 75)) },
+        ],
+    );
+}
+
 /// Seed 2545 (INV-46): a crash's recovery restarted inside a group torn
 /// across a block (the checkpoint lay inside it), and a second crash came
 /// before the archiver, still below that restart point, read on: it took
