@@ -1823,6 +1823,13 @@ fn pinned(seed: u64, ops: &[Op]) {
     }
 }
 
+/// [`pinned`] on the first `steps` operations of `seed`'s own schedule: a
+/// hang is cut at its step, not shrunk, so its schedule up to there.
+fn pinned_prefix(seed: u64, steps: usize) {
+    let ops = redolog::sim::schedule::<LogWorld>(seed, SCHEDULE_LEN);
+    pinned(seed, &ops[..steps]);
+}
+
 /// `Archiver::start` on a full log waited for ever for a sync the archiver's
 /// own consumer held back (a hang at step 3 without the fix).
 #[test]
@@ -1875,8 +1882,7 @@ fn pinned_read_from_inside_a_group_is_invalid_lsn() {
 /// ignored, seed 15 hung at step 17, a fill; its schedule up to there.
 #[test]
 fn pinned_a_bounded_full_log_refuses_in_time() {
-    let ops = redolog::sim::schedule::<LogWorld>(15, SCHEDULE_LEN);
-    pinned(15, &ops[..18]);
+    pinned_prefix(15, 18);
 }
 
 /// The model's own bug (seed 1232): the archive copies groups before the
@@ -1928,8 +1934,7 @@ fn pinned_an_archive_keeps_the_lost_history_until_its_cut_is_on_disk() {
 /// ever; it returns the failure at once. Its schedule up to the hang.
 #[test]
 fn pinned_a_wait_on_a_failed_archiver_returns_its_failure() {
-    let ops = redolog::sim::schedule::<LogWorld>(1827, SCHEDULE_LEN);
-    pinned(1827, &ops[..71]);
+    pinned_prefix(1827, 71);
 }
 
 /// Seed 1832: the archiver, left the log's only holder, closed it on its
@@ -1937,8 +1942,7 @@ fn pinned_a_wait_on_a_failed_archiver_returns_its_failure() {
 /// went on. Its schedule up to the drop.
 #[test]
 fn pinned_an_archiver_left_holding_a_full_log_closes_it_and_goes_on() {
-    let ops = redolog::sim::schedule::<LogWorld>(1832, SCHEDULE_LEN);
-    pinned(1832, &ops[..71]);
+    pinned_prefix(1832, 71);
 }
 
 /// Open (found by the long run of 2026-12-03, on the landed main as well):

@@ -713,8 +713,7 @@ impl Worker {
                 break;
             }
             let next = reader.next_timeout(Duration::ZERO);
-            if !matches!(next, Ok(Some(_))) && LogReader::position(reader) > self.segment.end {
-                self.follow_torn_span(LogReader::position(reader));
+            if !matches!(next, Ok(Some(_))) && self.follow_torn_span(LogReader::position(reader)) {
                 copied += 1;
             }
             match next {
@@ -796,12 +795,14 @@ impl Worker {
     /// The reader went on at `position`, past the archive's end, without a
     /// group between: the log resumed there after a crash tore the group
     /// from the archive's end (INV-46). The archive records the span, so its
-    /// entries still follow each other without a gap.
-    fn follow_torn_span(&mut self, position: Lsn) {
-        if position > self.segment.end {
+    /// entries still follow each other without a gap. Whether it did.
+    fn follow_torn_span(&mut self, position: Lsn) -> bool {
+        let torn = position > self.segment.end;
+        if torn {
             self.segment.append_torn_span(position);
             self.ends.push_back(position);
         }
+        torn
     }
 
     /// With a batch gathered and nothing more durable yet: whether to gather

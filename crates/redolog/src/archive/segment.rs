@@ -550,8 +550,7 @@ fn read_entry_at(cursor: &mut Cursor, expected: Lsn) -> std::result::Result<(Gro
     if start != expected || end <= start {
         return Err(format!("an entry for [{start}, {end}) where the group at {expected} belongs"));
     }
-    if count == TORN_SPAN_COUNT && body.is_empty() {
-        return Ok((Group::from_body(start, end, 0, body)?, true));
-    }
-    Ok((Group::from_body(start, end, count, body)?, false))
+    let torn_span = count == TORN_SPAN_COUNT && body.is_empty();
+    let count = if torn_span { 0 } else { count };
+    Ok((Group::from_body(start, end, count, body)?, torn_span))
 }
