@@ -532,6 +532,10 @@ fn put_slot<W>(
     [write_fp, sync_fp]: [&'static str; 2],
 ) -> Result<()> {
     let _owned = owner.enter()?;
+    // INV-6: nothing is written after a failure — a slot written on top of
+    // a failed one (a close's clean-shutdown mark after a checkpoint's
+    // fdatasync failed) would claim what the failure left unknown.
+    stages.check()?;
     let offset = CHECKPOINT_SLOT_OFFSETS[CheckpointSlot::slot_index(slot.number)];
     let failure = |op, source| IoFailure { op, path: path.clone(), source };
     // A panic between the write and its sync leaves the slot's state unknown.
