@@ -668,7 +668,7 @@ impl LogWorld {
         let image = state.crash(mode);
         let config = Config { encryption: self.config.encryption.clone(), ..self.config.clone() };
         let (log, recovery) = Log::open_with_storage(Path::new(DIR), config, image.to_storage()).map_err(|error| {
-            dump(&image);
+            dump(&image, "image");
             format!("{context}: the log does not open: {error}")
         })?;
         let checkpoint = recovery.checkpoint_lsn();
@@ -800,6 +800,7 @@ impl LogWorld {
             }
         }
         let recording = image.to_recording();
+        let first = image;
         let Some((point, mode)) = again else {
             return self.open(recording, &context);
         };
@@ -810,6 +811,7 @@ impl LogWorld {
         recovering.0.simulate_crash();
         drop(recovering);
         let ops = recording.op_count();
+        trace(|| format!("the recovery's operations: {:?}", recording.trace()));
         let at = (ops as u64 * u64::from(point) / u64::from(u16::MAX)) as usize;
         let (mode, _) = redolog::sim::crash_mode(mode, at as u64 ^ self.seed ^ 1);
         coverage.point(if at == ops { "crash right after a recovery" } else { "crash inside a recovery" });
@@ -821,6 +823,8 @@ impl LogWorld {
             }
         });
         let image = image.expect("the crash position is in the recovery's trace");
+        dump(&first, "first");
+        dump(&image, "second");
         self.open(image.to_recording(), &context)
     }
 
@@ -1132,15 +1136,16 @@ fn check_consumers(model: &Model, kept: &BTreeMap<String, Lsn>, ops: usize, cont
     Ok(())
 }
 
-/// With `REDOLOG_SIM_DUMP=DIR`, writes the image of a log that did not
-/// open into DIR (for `redolog dump`).
-fn dump(image: &redolog::storage::CrashImage) {
+/// With `REDOLOG_SIM_DUMP=DIR`, writes `image` into DIR/`name` (for
+/// `redolog dump`): a log that did not open, and with a crash inside a
+/// recovery, the images before and inside it.
+fn dump(image: &redolog::storage::CrashImage, name: &str) {
     let Some(dir) = std::env::var_os("REDOLOG_SIM_DUMP") else { return };
-    let dir = Path::new(&dir);
+    let dir = Path::new(&dir).join(name);
     for (path, bytes) in &image.files {
-        let Some(name) = path.file_name() else { continue };
-        let _ = std::fs::create_dir_all(dir);
-        let _ = std::fs::write(dir.join(name), bytes);
+        let Some(file) = path.file_name() else { continue };
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join(file), bytes);
     }
 }
 
@@ -2049,4 +2054,17 @@ fn pinned_a_recovery_inside_a_torn_group_goes_on_at_the_session_start() {
             Op::Close,
         ],
     );
+}
+
+/// Seed 7491 (the long run of 2026-12-03): the checkpoint lay inside a
+/// group a crash tore, at a block's start; the blocks recovery walked to
+/// find where the log goes on claimed more synced bytes (`synced_back`)
+/// than the slot, but only the blocks past them were counted, so the repair
+/// erased the torn group without first lowering any claim (INV-41), and a
+/// crash inside the erase left a later block claiming bytes an earlier one
+/// no longer held: "an unwritten (all-zero) block before the durable end",
+/// a log that never opens. Fails 11 runs in 20 without the fix.
+#[test]
+fn pinned_a_crash_inside_the_erase_of_a_torn_group_holding_the_checkpoint_leaves_a_log_that_opens() {
+    pinned_prefix(7491, 56);
 }

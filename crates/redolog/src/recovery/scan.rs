@@ -74,19 +74,29 @@ struct Start {
     torn_group_end: Option<Lsn>,
     /// An encrypted log's key ids of the blocks read to find the start.
     key_ids: Vec<u32>,
+    /// The largest `synced_block` of the blocks walked to find the start: a
+    /// group holding the checkpoint that never completed may hold synced
+    /// bytes, and the blocks of its stream say so (INV-41).
+    max_synced_block: BlockNo,
 }
 
 /// Finds the first group start at or after the checkpoint LSN (FORMAT.md §7
 /// step 2), with the key ids of the blocks it read.
 fn find_start(files: &Arc<Files>, checkpoint: Lsn) -> Result<Start> {
     let mut blocks = BlockReader::new(files.clone());
-    let (lsn, torn_group_end) = find_start_in(files, &mut blocks, checkpoint)?;
-    Ok(Start { lsn, torn_group_end, key_ids: blocks.key_ids })
+    let mut max_synced_block = BlockNo(0);
+    let (lsn, torn_group_end) = find_start_in(files, (&mut blocks, &mut max_synced_block), checkpoint)?;
+    Ok(Start { lsn, torn_group_end, key_ids: blocks.key_ids, max_synced_block })
 }
 
 /// `find_start`, reading with `blocks`: the start, and where the stream of
-/// a group holding the checkpoint that never completed ends.
-fn find_start_in(files: &Arc<Files>, blocks: &mut BlockReader, checkpoint: Lsn) -> Result<(Lsn, Option<Lsn>)> {
+/// a group holding the checkpoint that never completed ends; the largest
+/// `synced_block` of the blocks it walks goes to `claimed`.
+fn find_start_in(
+    files: &Arc<Files>,
+    (blocks, claimed): (&mut BlockReader, &mut BlockNo),
+    checkpoint: Lsn,
+) -> Result<(Lsn, Option<Lsn>)> {
     let at_checkpoint = (checkpoint, None);
     // Nothing durable at the checkpoint: the log continues there. If data after it
     // had been synced, the durable-frontier check reports the damage. But a
@@ -101,6 +111,7 @@ fn find_start_in(files: &Arc<Files>, blocks: &mut BlockReader, checkpoint: Lsn) 
         }
         return Ok(at_checkpoint);
     };
+    *claimed = (*claimed).max(header.synced_block());
     let offset = checkpoint.offset_in_block();
     if header.first_group > offset {
         return Ok((Lsn(checkpoint.block().start().0 + header.first_group as u64), None));
@@ -112,7 +123,11 @@ fn find_start_in(files: &Arc<Files>, blocks: &mut BlockReader, checkpoint: Lsn) 
         let mut block = checkpoint.block();
         loop {
             block = BlockNo(block.0 + 1);
-            match blocks.checked_state(block)? {
+            let state = blocks.checked_state(block)?;
+            if let BlockState::Valid(header) = state {
+                *claimed = (*claimed).max(header.synced_block());
+            }
+            match state {
                 BlockState::Valid(header) if header.first_group != 0 => {
                     return Ok((Lsn(block.start().0 + header.first_group as u64), None));
                 }
@@ -209,7 +224,7 @@ pub(crate) fn scan(files: &Arc<Files>, checkpoint: &CheckpointSlot, unsynced_blo
     // the last one found and never into the checkpoint's part of the ring.
     let ring_limit = checkpoint_lsn.block().0 + files.layout.ring_blocks;
     let mut blocks = groups.blocks;
-    let mut max_synced_block = groups.max_synced_block;
+    let mut max_synced_block = groups.max_synced_block.max(start.max_synced_block);
     // The last block holding stream data: a stream that ends after a block's
     // last data byte ends at offset 16 of the next block, which holds nothing
     // of it. With the log full up to its checkpoint, that next block shares
