@@ -37,7 +37,8 @@ use crate::network::{SnapshotHead, StreamAnswer, StreamFailure, SNAPSHOT_HEADER}
 /// A running node.
 pub type Node = openraft::Raft<TypeConfig, Machine>;
 
-/// How long a client call may take before it is answered `504`.
+/// How long a client call may take before it is answered `504`: a client
+/// is answered by then (plus the network), never left waiting.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What every handler shares.

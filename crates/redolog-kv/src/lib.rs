@@ -38,9 +38,19 @@ use std::sync::Arc;
 use redolog_raft::openraft_0_10::{openraft, RedologLogStore};
 
 use api::Node;
+pub use api::TIMEOUT;
 pub use client::{Client, ClientError, ClientStats, Written, IN_FLIGHT, MAX_BATCH};
 use machine::Machine;
 pub use machine::{Command, Request, Response, Session, TypeConfig};
+
+/// Sends the node's log — openraft's warnings and errors (an election, a
+/// follower unreachable, a leader stepping down), and the node's own
+/// (each snapshot's keys, bytes and milliseconds at `info`) — to standard
+/// error; `RUST_LOG` (e.g. `redolog_kv=info`) for more than warnings.
+pub fn log_to_stderr() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
 
 /// A node's settings: the `redolog-kv` binary's flags.
 ///

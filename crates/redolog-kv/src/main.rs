@@ -14,10 +14,7 @@ struct Cli {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    // openraft's warnings and errors (an election, a follower unreachable,
-    // a leader stepping down) on standard error; `RUST_LOG` for more.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    redolog_kv::log_to_stderr();
     let served = cli.node.runtime().map_err(redolog_kv::Failure::from).and_then(|runtime| {
         runtime.block_on(async {
             let store = redolog_kv::open_store(&cli.node)?;
