@@ -35,6 +35,9 @@ struct Cli {
     command: Command,
 }
 
+// The command line is parsed once, at start: `bench`'s options are the
+// large variant, and boxing them would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Compare redolog with same-run baselines (sysbench-style output).
@@ -54,6 +57,10 @@ enum Command {
     /// starts, one process per node.
     #[command(hide = true)]
     KvNode(raft::processes::KvNodeOptions),
+    /// Runs a program (a peer's server: etcd) in this process's place,
+    /// killed by the kernel when the benchmark that started it dies.
+    #[command(hide = true)]
+    Child(raft::processes::ChildOptions),
 }
 
 /// What a command line asks for, read into the options of what runs.
@@ -65,6 +72,7 @@ enum Job {
     Resize(log::resize::ResizeOptions),
     RaftStore(raft::alone::RaftStoreOptions),
     KvNode(raft::processes::KvNodeOptions),
+    Child(raft::processes::ChildOptions),
 }
 
 /// Reads parsed arguments into a [`Job`]: a `bench` command into its
@@ -78,6 +86,7 @@ fn job(matches: &ArgMatches) -> Result<Job, BoxError> {
         Command::Resize(options) => Job::Resize(options),
         Command::RaftStore(options) => Job::RaftStore(options),
         Command::KvNode(options) => Job::KvNode(options),
+        Command::Child(options) => Job::Child(options),
     })
 }
 
@@ -92,10 +101,12 @@ fn main() -> ExitCode {
         Job::Bench(Run::Oltp(options)) => oltp::run(&options),
         Job::Bench(Run::Engine(options, engine)) => engine(&options),
         Job::Bench(Run::Raft(options)) => raft::sweep::run(&options),
+        Job::Bench(Run::Kv(options)) => raft::service::run(&options),
         Job::ReadBack(options) => log::read_back::run(&options),
         Job::Resize(options) => log::resize::run(&options),
         Job::RaftStore(options) => raft::alone::run(&options),
         Job::KvNode(options) => raft::processes::kv_node(options),
+        Job::Child(options) => raft::processes::child(options),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

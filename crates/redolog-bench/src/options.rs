@@ -17,6 +17,7 @@ use crate::log::options::LogOptions;
 use crate::log::registry::SystemKind;
 use crate::oltp::options::{OltpOptions, OltpWorkload, DEFAULT_LOG_CAPACITY};
 use crate::raft::cluster::ClusterOptions;
+use crate::raft::service::ServiceOptions;
 use crate::raft::{OpenraftLine, Placement};
 use crate::scenario::Scenario;
 
@@ -50,6 +51,10 @@ pub enum WorkloadArg {
     /// process: redolog-raft against the RocksDB and raft-log log stores
     /// (`--features peers`); `--threads` are the client tasks.
     Raft,
+    /// The replicated key-value service across processes as its users
+    /// meet it, one write per request — its throughput and tail — beside
+    /// etcd 3.4 (`--features peers`); `--threads` are the clients.
+    Kv,
     /// sysbench's oltp_insert on the page store: one INSERT per transaction.
     #[value(name = "oltp_insert")]
     OltpInsert,
@@ -71,6 +76,7 @@ impl WorkloadArg {
         match self {
             WorkloadArg::Log => "log",
             WorkloadArg::Raft => "raft",
+            WorkloadArg::Kv => "kv",
             WorkloadArg::OltpInsert => "oltp_insert",
             WorkloadArg::OltpUpdateIndex => "oltp_update_index",
             WorkloadArg::OltpUpdateNonIndex => "oltp_update_non_index",
@@ -100,6 +106,15 @@ pub struct BenchOptions {
     /// openraft 0.10, redolog-raft and rocksdb-raft only).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "in-process")]
     pub placement: Vec<Placement>,
+    /// With `--workload kv`: the services to compare (redolog-kv, etcd);
+    /// default: every one this build has.
+    #[arg(long, value_delimiter = ',')]
+    pub services: Vec<String>,
+    /// With `--workload kv`: keys loaded before each point, one data set per
+    /// value (0: a fresh one; 1000000: one whose snapshot takes longer than
+    /// a heartbeat).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub keys: Vec<u64>,
     /// With `--workload oltp_*`: tables (sysbench's `--tables`).
     #[arg(long, default_value_t = 8)]
     pub tables: usize,
@@ -223,13 +238,15 @@ const TAKEN_BY: &[(&str, &[Taker])] = &[
     ("metrics", &[Taker::Log]),
     ("prometheus", &[Taker::Log]),
     ("async_tasks", &[Taker::Log]),
-    ("record_bytes", &[Taker::Log, Taker::Raft]),
+    ("record_bytes", &[Taker::Log, Taker::Raft, Taker::Kv]),
     ("scenario", &[Taker::Log, Taker::Oltp]),
     ("json", &[Taker::Log, Taker::Oltp]),
     ("plot", &[Taker::Log, Taker::Oltp]),
     ("stores", &[Taker::Raft]),
     ("openraft", &[Taker::Raft]),
     ("placement", &[Taker::Raft]),
+    ("services", &[Taker::Kv]),
+    ("keys", &[Taker::Kv]),
     ("tables", &[Taker::Oltp]),
     ("table_size", &[Taker::Oltp]),
     ("flush_log_at_trx_commit", &[Taker::Oltp]),
@@ -247,6 +264,7 @@ enum Taker {
     Log,
     Oltp,
     Raft,
+    Kv,
 }
 
 /// The workload a command line runs, with its options.
@@ -259,6 +277,8 @@ pub enum Run {
     Engine(OltpOptions, crate::scenario::EngineRun),
     /// `--workload raft`.
     Raft(ClusterOptions),
+    /// `--workload kv`.
+    Kv(ServiceOptions),
 }
 
 impl BenchOptions {
@@ -272,6 +292,7 @@ impl BenchOptions {
             (_, Some(_), Some(scenario)) => (Taker::Oltp, format!("--scenario {}", scenario.name())),
             (WorkloadArg::Log, ..) => (Taker::Log, "--workload log".to_string()),
             (WorkloadArg::Raft, ..) => (Taker::Raft, "--workload raft".to_string()),
+            (WorkloadArg::Kv, ..) => (Taker::Kv, "--workload kv".to_string()),
             (workload, ..) => (Taker::Oltp, format!("--workload {}", workload.name())),
         };
         refuse_flags_not_taken(taker, &what, matches)?;
@@ -282,6 +303,12 @@ impl BenchOptions {
                 stores: self.stores.clone(),
                 lines: self.openraft.clone(),
                 placements: self.placement.clone(),
+                record_bytes: self.record_bytes,
+            }),
+            (WorkloadArg::Kv, _) => Run::Kv(ServiceOptions {
+                run: self.run_options(),
+                services: self.services.clone(),
+                keys: self.keys.clone(),
                 record_bytes: self.record_bytes,
             }),
             // The engine scenarios pick their own workload.

@@ -12,12 +12,15 @@ use std::str::FromStr;
 pub mod alone;
 pub mod cluster;
 #[cfg(feature = "peers")]
+pub mod etcd;
+#[cfg(feature = "peers")]
 pub mod line;
 pub mod processes;
 #[cfg(feature = "peers")]
 pub mod raft_log;
 #[cfg(feature = "peers")]
 pub mod rocksdb;
+pub mod service;
 pub mod stores;
 pub mod sweep;
 

@@ -52,21 +52,53 @@ pub fn stores() -> Vec<&'static str> {
     stores
 }
 
+/// `redolog-bench child --parent PID -- PROGRAM ARGS…`: what starts a
+/// peer's server process (etcd), so it dies with the benchmark as a
+/// `kv-node` does.
+#[derive(Debug, clap::Args)]
+pub struct ChildOptions {
+    /// The benchmark that starts it.
+    #[arg(long)]
+    parent: i32,
+    /// The program and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+/// Becomes `options.command` (exec), with the kernel's parent-death signal
+/// set first: it survives the exec, so the program is killed when the
+/// benchmark that started it dies, however it dies.
+pub fn child(options: ChildOptions) -> Result<(), BoxError> {
+    use std::os::unix::process::CommandExt;
+    watch_parent(options.parent)?;
+    let (program, args) = options.command.split_first().ok_or("child: no program")?;
+    Err(format!("child: exec {program}: {}", Command::new(program).args(args).exec()).into())
+}
+
+/// Makes the kernel kill this process when its parent — `parent`, the
+/// benchmark — exits; an error if the parent is gone already. The signal
+/// fires when the *thread* that started this process exits: a point starts
+/// its nodes from the thread that runs the sweep, which lives as long as
+/// the benchmark.
+fn watch_parent(parent: i32) -> Result<(), BoxError> {
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+    // A parent already gone by now (this process then belongs to another)
+    // is the same case.
+    let now = rustix::process::getppid().map(|pid| pid.as_raw_nonzero().get());
+    if now != Some(parent) {
+        return Err(format!("the benchmark that started this process (pid {parent}) is gone").into());
+    }
+    Ok(())
+}
+
 /// Runs one node until the process is killed — by the benchmark that
 /// started it, or by the kernel when that benchmark dies, however it dies.
 pub fn kv_node(options: KvNodeOptions) -> Result<(), BoxError> {
     if let Some(parent) = options.parent {
-        // The signal fires when the thread that started this process exits:
-        // a point starts its nodes from the thread that runs the sweep,
-        // which lives as long as the benchmark. A parent already gone by now
-        // (this process then belongs to another) is the same case.
-        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-        let now = rustix::process::getppid().map(|pid| pid.as_raw_nonzero().get());
-        if now != Some(parent) {
-            return Err(format!("kv-node: the benchmark that started it (pid {parent}) is gone").into());
-        }
+        watch_parent(parent).map_err(|error| format!("kv-node: {error}"))?;
     }
     options.device.install();
+    redolog_kv::log_to_stderr();
     let runtime = options.node.runtime()?;
     let KvNodeOptions { node, store, .. } = options;
     runtime.block_on(async move {
@@ -96,7 +128,7 @@ impl redolog_kv::Pressure for super::rocksdb::RocksDbLogStore<super::line::V0_10
 }
 
 /// The node processes of one point: killed when dropped, on every path.
-struct Nodes(Vec<Child>);
+pub(super) struct Nodes(pub(super) Vec<Child>);
 
 impl Drop for Nodes {
     fn drop(&mut self) {
@@ -109,14 +141,14 @@ impl Drop for Nodes {
 
 impl Nodes {
     /// The CPU time (user and system) each node process has used, by id.
-    fn cpu(&self) -> Result<Vec<Duration>, BoxError> {
+    pub(super) fn cpu(&self) -> Result<Vec<Duration>, BoxError> {
         self.0.iter().map(|child| process_cpu(child.id())).collect()
     }
 }
 
 /// A process's CPU time from /proc/<pid>/stat (utime and stime, fields 14
 /// and 15, counted after the command name, which may hold spaces).
-fn process_cpu(pid: u32) -> Result<Duration, BoxError> {
+pub(super) fn process_cpu(pid: u32) -> Result<Duration, BoxError> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     let (_, fields) = stat.rsplit_once(')').ok_or_else(|| format!("/proc/{pid}/stat: no command name"))?;
     let fields: Vec<&str> = fields.split_whitespace().collect();
@@ -129,12 +161,12 @@ fn process_cpu(pid: u32) -> Result<Duration, BoxError> {
 }
 
 /// A free port on loopback (bound, read, released).
-fn free_address() -> Result<SocketAddr, BoxError> {
+pub(super) fn free_address() -> Result<SocketAddr, BoxError> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }
 
 /// Waits until `addr` accepts connections (30 s at most).
-async fn serving(addr: SocketAddr) -> Result<(), BoxError> {
+pub(super) async fn serving(addr: SocketAddr) -> Result<(), BoxError> {
     let deadline = Instant::now() + Duration::from_secs(30);
     while tokio::net::TcpStream::connect(addr).await.is_err() {
         if Instant::now() > deadline {
@@ -175,26 +207,36 @@ fn node_threads() -> usize {
     (cpus / NODES as usize).max(1)
 }
 
-/// One point: three node processes on `store` in `dir`, `clients` client
-/// tasks writing through the leader for `--time` seconds.
-pub async fn point(store: &str, dir: &Path, clients: usize, options: &ClusterOptions) -> Result<Point, BoxError> {
+/// Three node processes on `store` in `dir`, on `device`, formed into a
+/// cluster: the processes (killed when dropped), their addresses by id and
+/// the leader that took a first write.
+pub(super) async fn start_cluster(
+    store: &str,
+    dir: &Path,
+    device: Device,
+) -> Result<(Nodes, BTreeMap<u64, SocketAddr>, u64), BoxError> {
     let exe = std::env::current_exe()?;
     let addrs: BTreeMap<u64, SocketAddr> =
         (1..=NODES).map(|id| Ok((id, free_address()?))).collect::<Result<_, BoxError>>()?;
     let mut nodes = Nodes(Vec::new());
+    std::fs::create_dir_all(dir)?;
     for (id, addr) in &addrs {
         let node_dir = dir.join(format!("node-{id}"));
+        // Its log (openraft's warnings, `RUST_LOG` for more) beside it.
+        let log = std::fs::File::create(dir.join(format!("node-{id}.log")))?;
         let child = Command::new(&exe)
-            .args(["kv-node", "--store", store, "--device", &options.run.device.to_string()])
+            .args(["kv-node", "--store", store, "--device", &device.to_string()])
             .arg(format!("--threads={}", node_threads()))
             .arg(format!("--parent={}", std::process::id()))
             .args([format!("--id={id}"), format!("--listen={addr}"), format!("--dir={}", node_dir.display())])
             .stdout(Stdio::null())
+            .stderr(log)
             .spawn()?;
         nodes.0.push(child);
     }
-    for addr in addrs.values() {
-        serving(*addr).await?;
+    for (id, addr) in &addrs {
+        let log = dir.join(format!("node-{id}.log"));
+        serving(*addr).await.map_err(|error| format!("{error} (its log: {})", log.display()))?;
     }
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
     let members: BTreeMap<String, String> = addrs.iter().map(|(id, addr)| (id.to_string(), addr.to_string())).collect();
@@ -204,6 +246,13 @@ pub async fn point(store: &str, dir: &Path, clients: usize, options: &ClusterOpt
         return Err(format!("init: {}", init.text().await.unwrap_or_default()).into());
     }
     let leader = leader(&http, &addrs).await?;
+    Ok((nodes, addrs, leader))
+}
+
+/// One point: three node processes on `store` in `dir`, `clients` client
+/// tasks writing through the leader for `--time` seconds.
+pub async fn point(store: &str, dir: &Path, clients: usize, options: &ClusterOptions) -> Result<Point, BoxError> {
+    let (nodes, addrs, leader) = start_cluster(store, dir, options.run.device).await?;
     // The service's own client: the clients' concurrent writes go to the
     // leader in batches (`/api/writes`), as an application's would.
     let client = redolog_kv::Client::new(addrs[&leader].to_string());
