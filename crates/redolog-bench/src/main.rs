@@ -51,27 +51,33 @@ enum Command {
     /// An openraft log store alone: redolog-raft against a RocksDB log store
     /// and raft-log (`--features peers`), appends of N entries through
     /// openraft's `blocking_append`, in interleaved rounds.
-    RaftStore(raft::alone::RaftStoreOptions),
+    RaftStore(raft::RaftStoreOptions),
     /// One node of redolog-kv's replicated key-value service on a store of
     /// this build: what `bench --workload raft --placement processes`
     /// starts, one process per node.
+    #[cfg(feature = "raft")]
     #[command(hide = true)]
     KvNode(raft::processes::KvNodeOptions),
     /// Runs a program (a peer's server: etcd) in this process's place,
     /// killed by the kernel when the benchmark that started it dies.
+    #[cfg(feature = "raft")]
     #[command(hide = true)]
     Child(raft::processes::ChildOptions),
 }
 
-/// What a command line asks for, read into the options of what runs.
+/// What a command line asks for, read into the options of what runs (the
+/// openraft ones parsed, and refused, by a build without the `raft` feature).
+#[cfg_attr(not(feature = "raft"), allow(dead_code))]
 enum Job {
     /// `bench`: the workload `--workload` names (or its `--scenario`'s
     /// experiment).
     Bench(Run),
     ReadBack(log::read_back::ReadBackOptions),
     Resize(log::resize::ResizeOptions),
-    RaftStore(raft::alone::RaftStoreOptions),
+    RaftStore(raft::RaftStoreOptions),
+    #[cfg(feature = "raft")]
     KvNode(raft::processes::KvNodeOptions),
+    #[cfg(feature = "raft")]
     Child(raft::processes::ChildOptions),
 }
 
@@ -85,7 +91,9 @@ fn job(matches: &ArgMatches) -> Result<Job, BoxError> {
         Command::ReadBack(options) => Job::ReadBack(options),
         Command::Resize(options) => Job::Resize(options),
         Command::RaftStore(options) => Job::RaftStore(options),
+        #[cfg(feature = "raft")]
         Command::KvNode(options) => Job::KvNode(options),
+        #[cfg(feature = "raft")]
         Command::Child(options) => Job::Child(options),
     })
 }
@@ -100,12 +108,23 @@ fn main() -> ExitCode {
         }
         Job::Bench(Run::Oltp(options)) => oltp::run(&options),
         Job::Bench(Run::Engine(options, engine)) => engine(&options),
+        #[cfg(feature = "raft")]
         Job::Bench(Run::Raft(options)) => raft::sweep::run(&options),
+        #[cfg(feature = "raft")]
         Job::Bench(Run::Kv(options)) => raft::service::run(&options),
+        #[cfg(not(feature = "raft"))]
+        Job::Bench(Run::Raft(_)) => Err(raft::options::not_built("bench --workload raft")),
+        #[cfg(not(feature = "raft"))]
+        Job::Bench(Run::Kv(_)) => Err(raft::options::not_built("bench --workload kv")),
         Job::ReadBack(options) => log::read_back::run(&options),
         Job::Resize(options) => log::resize::run(&options),
+        #[cfg(feature = "raft")]
         Job::RaftStore(options) => raft::alone::run(&options),
+        #[cfg(not(feature = "raft"))]
+        Job::RaftStore(_) => Err(raft::options::not_built("raft-store")),
+        #[cfg(feature = "raft")]
         Job::KvNode(options) => raft::processes::kv_node(options),
+        #[cfg(feature = "raft")]
         Job::Child(options) => raft::processes::child(options),
     });
     match result {
@@ -126,15 +145,18 @@ mod documented_commands {
     //! that run this binary (`cargo run … -- bench|raft-store|read-back …`,
     //! `./target/release/redolog-bench …`), continuation lines joined, shell
     //! variables given a value; each is parsed as `main` parses it, and a
-    //! `bench` command is read into its workload's options. Commands that
-    //! need `--features peers` (their line or block says so) are checked in a
-    //! build with that feature (`.ci/run` runs this test so).
+    //! `bench` command is read into its workload's options. A command that
+    //! runs what a feature builds (the openraft workloads: `raft`, which
+    //! `peers` turns on; `--prometheus`: `prometheus`) must name the feature
+    //! in its line or block, so a reader's copy builds it; commands that
+    //! name features this build lacks are checked in a build with them
+    //! (`.ci/run` runs this test so).
 
     use std::path::{Path, PathBuf};
 
     use clap::CommandFactory;
 
-    use super::{job, Cli};
+    use super::{job, Cli, Job, Run};
 
     /// Shell variables the documented loops use, with a value each.
     const VARIABLES: [(&str, &str); 5] = [
@@ -158,9 +180,42 @@ mod documented_commands {
         documents
     }
 
-    /// The commands in `text`: (line number, command, whether it needs
-    /// `--features peers`).
-    fn commands(text: &str) -> Vec<(usize, String, bool)> {
+    /// The features a line names (`--features a,b`).
+    fn named_features(line: &str) -> Vec<String> {
+        let mut words = line.split_whitespace();
+        let mut named = Vec::new();
+        while let Some(word) = words.next() {
+            if word == "--features" {
+                named.extend(words.next().unwrap_or_default().split(',').map(str::to_owned));
+            }
+        }
+        named
+    }
+
+    /// Whether this build has `feature` (another package's feature, named
+    /// for another command of the block, is not this build's to have).
+    fn built(feature: &str) -> bool {
+        let features = [
+            ("peers", cfg!(feature = "peers")),
+            ("raft", cfg!(feature = "raft")),
+            ("prometheus", cfg!(feature = "prometheus")),
+            ("png", cfg!(feature = "png")),
+        ];
+        features.iter().find(|(name, _)| *name == feature).is_none_or(|(_, built)| *built)
+    }
+
+    /// The features what `job` runs is built with.
+    fn needed(job: &Job) -> Vec<&'static str> {
+        match job {
+            Job::Bench(Run::Raft(_) | Run::Kv(_)) | Job::RaftStore(_) => vec!["raft"],
+            Job::Bench(Run::Log(options, _)) if options.prometheus.is_some() => vec!["prometheus"],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The commands in `text`: (line number, command, the features its line
+    /// or block names).
+    fn commands(text: &str) -> Vec<(usize, String, Vec<String>)> {
         let mut found = Vec::new();
         let mut block: Option<Vec<(usize, String)>> = None;
         let mut pending = String::new();
@@ -168,8 +223,8 @@ mod documented_commands {
             if line.trim_start().starts_with("```") {
                 match block.take() {
                     Some(lines) => {
-                        let peers = lines.iter().any(|(_, line)| line.contains("--features peers"));
-                        found.extend(lines.into_iter().map(|(number, line)| (number, line, peers)));
+                        let named: Vec<String> = lines.iter().flat_map(|(_, line)| named_features(line)).collect();
+                        found.extend(lines.into_iter().map(|(number, line)| (number, line, named.clone())));
                     }
                     None => block = Some(Vec::new()),
                 }
@@ -184,11 +239,11 @@ mod documented_commands {
                 }
             } else {
                 for span in line.split('`').skip(1).step_by(2) {
-                    found.push((number + 1, span.to_owned(), span.contains("--features peers")));
+                    found.push((number + 1, span.to_owned(), named_features(span)));
                 }
             }
         }
-        found.into_iter().filter_map(|(number, line, peers)| Some((number, args_of(&line)?, peers))).collect()
+        found.into_iter().filter_map(|(number, line, named)| Some((number, args_of(&line)?, named))).collect()
     }
 
     /// The arguments `line` gives this binary, if it runs it.
@@ -236,13 +291,19 @@ mod documented_commands {
     }
 
     /// Parses `args` as `main` does; a `bench` command is also read into its
-    /// workload's options (which refuses flags the workload does not take).
-    fn check(args: &str) -> Result<(), String> {
+    /// workload's options (which refuses flags the workload does not take);
+    /// what it runs must be built with the features `named`.
+    fn check(args: &str, named: &[String]) -> Result<(), String> {
         let words = expand(args)?;
         let matches = Cli::command()
             .try_get_matches_from(std::iter::once("redolog-bench".to_owned()).chain(words))
             .map_err(|error| error.to_string())?;
-        job(&matches).map(drop).map_err(|error| error.to_string())
+        let job = job(&matches).map_err(|error| error.to_string())?;
+        let given = |feature: &str| named.iter().any(|name| name == feature || (feature == "raft" && name == "peers"));
+        match needed(&job).into_iter().find(|feature| !given(feature)) {
+            Some(feature) => Err(format!("runs what --features {feature} builds, and does not name it")),
+            None => Ok(()),
+        }
     }
 
     #[test]
@@ -251,13 +312,13 @@ mod documented_commands {
         let mut failures = Vec::new();
         for document in documents() {
             let text = std::fs::read_to_string(&document).expect("readable");
-            for (line, args, peers) in commands(&text) {
+            for (line, args, named) in commands(&text) {
                 found += 1;
-                if peers && !cfg!(feature = "peers") {
+                if !named.iter().all(|feature| built(feature)) {
                     continue;
                 }
                 checked += 1;
-                if let Err(error) = check(&args) {
+                if let Err(error) = check(&args, &named) {
                     let first = error.lines().next().unwrap_or_default().to_owned();
                     failures.push(format!("{}:{line}: {args}\n    {first}", document.display()));
                 }
@@ -274,10 +335,13 @@ mod documented_commands {
 
     #[test]
     fn a_wrong_command_is_caught() {
-        assert!(check("bench --workload raft --json x.json").is_err(), "a flag the workload does not take");
-        assert!(check("bench --no-such-flag").is_err());
-        assert!(check("bench --device $device").is_ok());
-        assert!(check("bench --device $nothing").is_err());
+        assert!(check("bench --workload raft --json x.json", &[]).is_err(), "a flag the workload does not take");
+        assert!(check("bench --no-such-flag", &[]).is_err());
+        assert!(check("bench --device $device", &[]).is_ok());
+        assert!(check("bench --device $nothing", &[]).is_err());
+        assert!(check("bench --workload raft", &[]).is_err(), "the raft workload without its feature named");
+        assert!(check("bench --workload raft", &["peers".to_owned()]).is_ok());
+        assert_eq!(named_features("cargo run --release --features raft,png -- bench"), ["raft", "png"]);
         let text = "```sh\ncargo run --release -- bench \\\n    --threads 2   # a comment\n```\nsee `cargo run --release -- raft-store --rounds 1`\n";
         let found: Vec<(usize, String)> = commands(text).into_iter().map(|(line, args, _)| (line, args)).collect();
         assert_eq!(found, [(3, "bench  --threads 2".to_owned()), (5, "raft-store --rounds 1".to_owned())]);

@@ -16,9 +16,7 @@ use crate::harness::BoxError;
 use crate::log::options::LogOptions;
 use crate::log::registry::SystemKind;
 use crate::oltp::options::{OltpOptions, OltpWorkload, DEFAULT_LOG_CAPACITY};
-use crate::raft::cluster::ClusterOptions;
-use crate::raft::service::ServiceOptions;
-use crate::raft::{OpenraftLine, Placement};
+use crate::raft::{ClusterOptions, OpenraftLine, Placement, ServiceOptions};
 use crate::scenario::Scenario;
 
 /// The durability each commit waits for (innodb_flush_log_at_trx_commit).
@@ -210,8 +208,8 @@ pub struct BenchOptions {
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Draw commits/s and p99 latency against threads, one line per system, to
-    /// this SVG file, and the same as a PNG beside it (FILE.png) (`--workload
-    /// log` and `oltp_*`).
+    /// this SVG file, and, built with `--features png`, the same as a PNG
+    /// beside it (FILE.png) (`--workload log` and `oltp_*`).
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Commit through futures: run the `async` system (Tokio tasks awaiting
@@ -267,7 +265,9 @@ enum Taker {
     Kv,
 }
 
-/// The workload a command line runs, with its options.
+/// The workload a command line runs, with its options (the openraft ones
+/// parsed, and refused, by a build without the `raft` feature).
+#[cfg_attr(not(feature = "raft"), allow(dead_code))]
 pub enum Run {
     /// `--workload log`, with the scenario it reproduces, if any.
     Log(LogOptions, Option<Scenario>),

@@ -71,7 +71,8 @@ fn bench_writes_json_in_the_documented_schema() {
     assert!(points.iter().any(|p| p["system"] == "redolog" && p["pipeline"].is_string() && p["round"] == 1));
 }
 
-/// `--plot` draws an SVG and a PNG with a line per system.
+/// `--plot` draws an SVG with a line per system, and a PNG beside it in a
+/// build with the `png` feature (none without).
 #[test]
 fn bench_plots_svg_and_png() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -81,8 +82,12 @@ fn bench_plots_svg_and_png() {
     for label in ["commits/s", "p99 latency", "redolog", "mutex", "threads"] {
         assert!(drawing.contains(label), "{label} missing from the SVG");
     }
-    let png = std::fs::read(dir.path().join("plot.png")).expect("png");
-    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{} bytes", png.len());
+    if cfg!(feature = "png") {
+        let png = std::fs::read(dir.path().join("plot.png")).expect("png");
+        assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{} bytes", png.len());
+    } else {
+        assert!(!dir.path().join("plot.png").exists(), "a PNG without the png feature");
+    }
 }
 
 /// `--scenario` runs a seed's experiment and prints the seed's figure beside
@@ -171,6 +176,7 @@ fn bench_async_runs_tasks_beside_threads() {
     assert!(stdout.contains("× redolog"), "{stdout}");
 }
 
+#[cfg(feature = "raft")]
 /// `redolog-bench bench --workload raft`: a three-node openraft cluster per store
 /// and openraft line, clients writing through the leader; every write
 /// succeeds, on both lines, and the leader's fdatasyncs are counted apart
@@ -192,6 +198,7 @@ fn bench_raft_writes_through_a_three_node_cluster() {
     }
 }
 
+#[cfg(feature = "raft")]
 /// `--placement processes`: three `redolog-bench kv-node` processes
 /// (redolog-kv's node) form a cluster over HTTP and take every write; the
 /// CPU per write counts the node processes too, and no node outlives the
@@ -228,6 +235,27 @@ fn bench_raft_runs_a_cluster_of_node_processes() {
     // The nodes' directories are under the run's work directory: no process
     // may still have it on its command line.
     assert!(!running(raft_workdir(&stdout)), "node processes left running");
+}
+
+/// A build without the `raft` feature refuses the openraft workloads with
+/// an error that names the feature and the command that builds it; without
+/// `prometheus`, `--prometheus` likewise.
+#[test]
+fn a_workload_this_build_lacks_is_refused_naming_its_feature() {
+    let mut cases = Vec::new();
+    if !cfg!(feature = "raft") {
+        cases.push((vec!["bench", "--workload", "raft"], "--features raft"));
+        cases.push((vec!["bench", "--workload", "kv"], "--features raft"));
+        cases.push((vec!["raft-store"], "--features raft"));
+    }
+    if !cfg!(feature = "prometheus") {
+        cases.push((vec!["bench", "--prometheus", "127.0.0.1:1"], "--features prometheus"));
+    }
+    for (args, names) in cases {
+        let output = redolog(&args);
+        assert!(!output.status.success(), "{args:?} ran");
+        assert!(text(&output.stderr).contains(names), "{args:?}: {}", text(&output.stderr));
+    }
 }
 
 /// Options that mean nothing to a workload are refused, not ignored.
@@ -289,7 +317,9 @@ fn bench_oltp_runs_sysbench_shaped_transactions_on_the_page_store() {
     assert_eq!(point["transactions"].as_u64(), Some(transactions), "{json}");
     assert!(point["engine"]["log_bytes"].as_u64() > Some(0), "{json}");
     assert!(std::fs::read_to_string(&svg).expect("svg").contains("pagestore"));
-    assert!(std::fs::read(svg.with_extension("png")).expect("png").starts_with(b"\x89PNG"));
+    if cfg!(feature = "png") {
+        assert!(std::fs::read(svg.with_extension("png")).expect("png").starts_with(b"\x89PNG"));
+    }
 }
 
 /// The seeds' buffer-pool scenarios run on the page store and print the
@@ -316,6 +346,7 @@ fn bench_runs_the_engine_scenarios() {
     }
 }
 
+#[cfg(feature = "raft")]
 /// The work directory a `--workload raft` run names in its first line.
 fn raft_workdir(output: &str) -> &str {
     output
@@ -325,12 +356,14 @@ fn raft_workdir(output: &str) -> &str {
         .trim_end_matches(',')
 }
 
+#[cfg(feature = "raft")]
 /// Whether any process has `needle` on its command line (false where
 /// `pgrep` is missing).
 fn running(needle: &str) -> bool {
     Command::new("pgrep").args(["-f", needle]).output().is_ok_and(|found| !text(&found.stdout).trim().is_empty())
 }
 
+#[cfg(feature = "raft")]
 /// A benchmark killed with SIGKILL mid-point takes its node processes with
 /// it (the kernel's parent-death signal): no node outlives its benchmark.
 #[test]
@@ -369,6 +402,7 @@ fn node_processes_die_with_a_killed_benchmark() {
     let _ = std::fs::remove_dir_all(&workdir);
 }
 
+#[cfg(feature = "prometheus")]
 /// `bench --prometheus ADDR` serves the live counters while a point runs:
 /// a scrape mid-point finds the benchmark's commits and the log's counters,
 /// labelled by point and threads.

@@ -1,5 +1,7 @@
 //! `--plot FILE.svg`: commits/s and p99 latency against threads (log scales),
-//! one line per system, as SVG and as a PNG beside it.
+//! one line per system, as SVG and, built with the `png` feature (the
+//! bitmap backend and its image encoder: a third of this binary's
+//! dependencies), as a PNG beside it.
 //!
 //! The text needs a TrueType font: the first of `FONTS` found (Debian's
 //! fonts-dejavu-core, installed by `.ci/run` where missing).
@@ -36,16 +38,21 @@ const FONTS: &[&str] = &[
 
 const SIZE: (u32, u32) = (1200, 480);
 
-/// Draws `lines` under `title` to `svg` and to `svg` with the extension
-/// `png`; returns the files written.
+/// Draws `lines` under `title` to `svg` and, with the `png` feature, to
+/// `svg` with the extension `png`; returns the files written.
 pub fn draw_lines(title: &str, lines: &[Line], svg: &Path) -> Result<Vec<PathBuf>, BoxError> {
     load_font()?;
-    let png = svg.with_extension("png");
     draw_on(SVGBackend::new(svg, SIZE).into_drawing_area(), title, lines)
         .map_err(|error| format!("drawing {}: {error}", svg.display()))?;
-    draw_on(BitMapBackend::new(&png, SIZE).into_drawing_area(), title, lines)
-        .map_err(|error| format!("drawing {}: {error}", png.display()))?;
-    Ok(vec![svg.to_path_buf(), png])
+    #[cfg(feature = "png")]
+    {
+        let png = svg.with_extension("png");
+        draw_on(BitMapBackend::new(&png, SIZE).into_drawing_area(), title, lines)
+            .map_err(|error| format!("drawing {}: {error}", png.display()))?;
+        Ok(vec![svg.to_path_buf(), png])
+    }
+    #[cfg(not(feature = "png"))]
+    Ok(vec![svg.to_path_buf()])
 }
 
 /// Registers the first font of `FONTS` found as "sans-serif", once.

@@ -22,8 +22,10 @@ pub struct Visit<'a, S> {
     pub system: &'a S,
 }
 
-/// What one point measured, with where it was measured.
+/// What one point measured, with where it was measured (the openraft
+/// workloads read where; the others only the result).
 #[derive(Debug)]
+#[cfg_attr(not(feature = "raft"), allow(dead_code))]
 pub struct Measured<'a, S, P> {
     pub count: usize,
     pub system: &'a S,

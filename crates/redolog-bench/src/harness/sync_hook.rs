@@ -18,6 +18,7 @@
 #![allow(unsafe_code)] // The two exported C functions and the raw system calls.
 
 use std::num::NonZeroU64;
+#[cfg(any(feature = "raft", test))]
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -45,13 +46,15 @@ pub fn calls() -> u64 {
 }
 
 /// The calls so far by file descriptor: the snapshot [`calls_under`] counts
-/// from.
+/// from (the cluster workloads count a leader's apart).
+#[cfg(any(feature = "raft", test))]
 pub fn by_fd() -> Vec<u64> {
     BY_FD.iter().map(|calls| calls.load(Ordering::Relaxed)).collect()
 }
 
 /// The calls since `since` (a [`by_fd`] snapshot) on the descriptors that
 /// are now open on files under `dir`. Call it while those files are open.
+#[cfg(any(feature = "raft", test))]
 pub fn calls_under(dir: &Path, since: &[u64]) -> u64 {
     // /proc names files by their canonical paths.
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());

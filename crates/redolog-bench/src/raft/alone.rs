@@ -9,50 +9,19 @@
 
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, StorageError};
 
 use super::stores::{self, with_store, OnStore, Point, Summary};
-use super::RaftTypes;
-use crate::harness::device::Device;
+use super::{RaftStoreOptions, RaftTypes};
 use crate::harness::machine::process_cpu_time;
 use crate::harness::rounds::interleave;
 use crate::harness::stats::new_histogram;
 use crate::harness::{sync_hook, BoxError};
-
-/// Options of `redolog-bench raft-store`.
-#[derive(Clone, Debug, Args)]
-pub struct RaftStoreOptions {
-    /// Entries per append call.
-    #[arg(long, value_delimiter = ',', default_value = "1,16,256")]
-    pub entries: Vec<usize>,
-    /// Appends kept outstanding: 1 awaits each flush before the next append,
-    /// as openraft 0.9's core does; more submit the next appends first, as
-    /// openraft 0.10's core does (it does not wait for the flush).
-    #[arg(long, default_value_t = 1)]
-    pub in_flight: usize,
-    /// Payload bytes per entry.
-    #[arg(long, default_value_t = 128)]
-    pub entry_bytes: usize,
-    /// Seconds per point.
-    #[arg(long = "time", default_value_t = 2)]
-    pub seconds: u64,
-    /// Rounds; the stores' order alternates from round to round.
-    #[arg(long, default_value_t = 3)]
-    pub rounds: usize,
-    /// Device profile, as for `bench`: disk, tmpfs or sim:<latency>.
-    #[arg(long, default_value = "disk")]
-    pub device: Device,
-    /// Directory for the stores with --device disk.
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
-}
 
 fn entries(first: u64, count: usize, payload: &str) -> Vec<Entry<RaftTypes>> {
     (first..first + count as u64)

@@ -29,25 +29,10 @@ use std::time::{Duration, Instant};
 use openraft::storage::RaftLogStorage;
 
 use super::stores::{with_store, with_store_0_10, OnStore, OnStore010, Point};
-use super::{openraft010, OpenraftLine, Placement, RaftTypes, RaftTypes010};
+use super::{openraft010, ClusterOptions, OpenraftLine, RaftTypes, RaftTypes010};
 use crate::harness::machine::process_cpu_time;
-use crate::harness::run::RunOptions;
 use crate::harness::stats::new_histogram;
 use crate::harness::{sync_hook, BoxError};
-
-/// The options of `--workload raft`.
-#[derive(Clone, Debug)]
-pub struct ClusterOptions {
-    pub run: RunOptions,
-    /// The stores to compare (empty: every one of this build).
-    pub stores: Vec<String>,
-    /// The openraft lines to run each store on.
-    pub lines: Vec<OpenraftLine>,
-    /// Where the nodes run: in this process, or a process each.
-    pub placements: Vec<Placement>,
-    /// Payload bytes per write.
-    pub record_bytes: usize,
-}
 
 /// Nodes in the cluster.
 const NODES: u64 = 3;

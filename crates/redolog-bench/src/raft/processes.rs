@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::cluster::{drive, ClusterOptions};
+use super::cluster::drive;
 use super::stores::Point;
+use super::ClusterOptions;
 use crate::harness::device::Device;
 use crate::harness::BoxError;
 

@@ -27,23 +27,11 @@ use hdrhistogram::Histogram;
 use serde_json::Value;
 
 use super::processes::{self, Nodes};
+use super::ServiceOptions;
 use crate::harness::device::Device;
 use crate::harness::rounds::{interleave, Measured};
-use crate::harness::run::RunOptions;
 use crate::harness::stats::new_histogram;
 use crate::harness::BoxError;
-
-/// The options of `--workload kv`.
-#[derive(Clone, Debug)]
-pub struct ServiceOptions {
-    pub run: RunOptions,
-    /// The services to compare (empty: every one of this build).
-    pub services: Vec<String>,
-    /// Data set sizes: keys loaded before each point.
-    pub keys: Vec<u64>,
-    /// Value bytes per write.
-    pub record_bytes: usize,
-}
 
 /// Unmeasured seconds at the start of each point, every client writing.
 const WARM_UP: Duration = Duration::from_secs(2);

@@ -3,9 +3,9 @@
 //! openraft line and store at every client count, in interleaved rounds —
 //! and its table.
 
-use super::cluster::{self, ClusterOptions};
+use super::cluster;
 use super::stores::{self, Point, Summary};
-use super::{processes, OpenraftLine, Placement};
+use super::{processes, ClusterOptions, OpenraftLine, Placement};
 use crate::harness::rounds::{interleave, Measured};
 use crate::harness::BoxError;
 
