@@ -15,10 +15,12 @@ pub fn describe_end(end: LogEnd) -> String {
     match end {
         LogEnd::Created => "created".into(),
         LogEnd::CleanShutdown => "clean shutdown".into(),
-        LogEnd::Clean => "clean end (not closed)".into(),
+        LogEnd::Unclosed => "not closed, nothing cut off".into(),
         LogEnd::TornTail { truncated_at, blocks_erased } => {
             format!("torn tail: opening will cut it at LSN {truncated_at} and erase {blocks_erased} blocks")
         }
+        // A kind of end a newer library names.
+        other => format!("{other:?}"),
     }
 }
 

@@ -272,7 +272,11 @@ impl Appender {
         // the writable ring (INV-7), with a block to spare at each end.
         let capacity = self.capacity.load(Ordering::Relaxed);
         if bytes > capacity {
-            return Err(Error::GroupTooLarge { bytes, limit: capacity, limit_name: "the log capacity" });
+            return Err(Error::GroupTooLarge {
+                bytes,
+                limit: capacity,
+                limit_name: "the largest group the log's files hold (Log::usable_bytes less a block at each end and each block's framing)",
+            });
         }
         Ok(bytes)
     }

@@ -6,11 +6,13 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use crate::clock::Moment;
 use crate::config::Durability;
 use crate::error::{Error, Result};
-use crate::log::Log;
+use crate::log::{Log, LogRef};
 use crate::lsn::Lsn;
 use crate::pipeline::AsyncWait;
 use crate::wait::Completion;
@@ -45,7 +47,7 @@ use crate::wait::Completion;
 /// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct DurableFuture<'a> {
-    log: &'a Log,
+    log: LogRef<'a>,
     lsn: Lsn,
     synced: bool,
     /// The registration in the waker slots (0: none yet).
@@ -53,6 +55,9 @@ pub struct DurableFuture<'a> {
     /// An error found before the first poll (an LSN past the end).
     early: Option<Error>,
     done: bool,
+    /// When it was made, for `commit_wait_us` (none for `Buffered`, which
+    /// `wait` does not count either).
+    started: Option<Moment>,
 }
 
 impl std::fmt::Debug for DurableFuture<'_> {
@@ -62,12 +67,20 @@ impl std::fmt::Debug for DurableFuture<'_> {
 }
 
 impl<'a> DurableFuture<'a> {
-    pub(crate) fn new(log: &'a Log, lsn: Lsn, durability: Durability) -> Self {
+    pub(crate) fn new(log: LogRef<'a>, lsn: Lsn, durability: Durability) -> Self {
         let ((lsn, synced), early) = match log.async_target(lsn, durability) {
             Ok(target) => (target, None),
             Err(error) => ((lsn, false), Some(error)),
         };
-        DurableFuture { log, lsn, synced, id: 0, early, done: false }
+        let started = log.count_async_request(durability);
+        DurableFuture { log, lsn, synced, id: 0, early, done: false, started }
+    }
+
+    /// Done with `outcome`: the wait counted as `wait`'s are.
+    fn finish(&mut self, outcome: Result<()>) -> Poll<Result<()>> {
+        self.done = true;
+        self.log.count_async_wait(self.started);
+        Poll::Ready(outcome)
     }
 }
 
@@ -77,15 +90,11 @@ impl Future for DurableFuture<'_> {
     fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Result<()>> {
         let this = &mut *self;
         if let Some(error) = this.early.take() {
-            this.done = true;
-            return Poll::Ready(Err(error));
+            return this.finish(Err(error));
         }
         let completion = Completion::Waker(context.waker().clone());
         match this.log.register_async((this.lsn, this.synced), &mut this.id, completion) {
-            Some((outcome, _)) => {
-                this.done = true;
-                Poll::Ready(outcome)
-            }
+            Some((outcome, _)) => this.finish(outcome),
             // The log threads' passes complete it.
             None => Poll::Pending,
         }
@@ -116,7 +125,30 @@ impl Log {
     /// 20 µs, on a log not set to `Pipeline::Dedicated`, does that pass
     /// itself at its first poll — shorter than the hand-offs it saves.
     pub fn wait_async(&self, lsn: Lsn, durability: Durability) -> DurableFuture<'_> {
-        DurableFuture::new(self, lsn, durability)
+        DurableFuture::new(LogRef::Borrowed(self), lsn, durability)
+    }
+
+    /// [`wait_async`](Log::wait_async) on a shared log: the future holds
+    /// its own `Arc` (and keeps the log open until it completes or is
+    /// dropped), so it can be stored — in a struct, a `FuturesUnordered`, a
+    /// hand-written future — beside the `Arc`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use redolog::{Config, Durability, DurableFuture, Log};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let log = Arc::new(log);
+    /// let end = log.append(b"acknowledge me").unwrap();
+    /// let pending: Vec<DurableFuture<'static>> = vec![log.wait_async_owned(end, Durability::Synced)];
+    /// let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// for future in pending {
+    ///     runtime.block_on(future).unwrap();
+    /// }
+    /// assert!(log.durable_lsn() >= end);
+    /// ```
+    pub fn wait_async_owned(self: &Arc<Self>, lsn: Lsn, durability: Durability) -> DurableFuture<'static> {
+        DurableFuture::new(LogRef::Shared(Arc::clone(self)), lsn, durability)
     }
 
     /// Appends `record` and waits for `durability` without blocking a thread:
@@ -155,15 +187,46 @@ impl Log {
     /// assert!(log.durable_lsn() >= end);
     /// ```
     pub fn on_durable(&self, lsn: Lsn, durability: Durability, callback: impl FnOnce(Result<()>) + Send + 'static) {
+        let started = self.count_async_request(durability);
         let target = match self.async_target(lsn, durability) {
             Ok(target) => target,
-            Err(error) => return callback(Err(error)),
+            Err(error) => {
+                self.count_async_wait(started);
+                return callback(Err(error));
+            }
+        };
+        // Counted as `wait`'s are, on whichever thread completes it.
+        let core = self.core_arc();
+        let callback = move |outcome| {
+            if let Some(started) = started {
+                core.metrics.commit_wait_us.record_us(Moment::now().ns_since(started) / 1000);
+            }
+            callback(outcome);
         };
         let completion = Completion::Callback(Box::new(callback));
         // Pending: a pass calls it; finished without it: a notifier took it
         // and calls it.
         if let Some((outcome, Some(Completion::Callback(callback)))) = self.register_async(target, &mut 0, completion) {
             callback(outcome);
+        }
+    }
+
+    /// Counts an asynchronous wait as `wait` counts its calls
+    /// (`log_write_requests`): `Written` and `Synced` only. Returns when it
+    /// started, for [`Log::count_async_wait`].
+    fn count_async_request(&self, durability: Durability) -> Option<Moment> {
+        (durability != Durability::Buffered).then(|| {
+            self.core().metrics.write_requests.add(1);
+            Moment::now()
+        })
+    }
+
+    /// Records a finished asynchronous wait in `commit_wait_us`. Not in the
+    /// wait time `Pipeline::Auto` weighs: while futures wait, the log
+    /// threads run whatever Auto would choose (INV-27).
+    fn count_async_wait(&self, started: Option<Moment>) {
+        if let Some(started) = started {
+            self.core().metrics.commit_wait_us.record_us(Moment::now().ns_since(started) / 1000);
         }
     }
 

@@ -136,7 +136,8 @@ pub enum Error {
         bytes: u64,
         /// The limit it exceeds.
         limit: u64,
-        /// Which limit: `Config::group_bytes_max` or the log capacity.
+        /// Which limit: `Config::group_bytes_max`, the format's group length,
+        /// or the largest group the log's files hold.
         limit_name: &'static str,
     },
 

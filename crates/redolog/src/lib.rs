@@ -27,6 +27,9 @@
 //! the byte format in `docs/FORMAT.md`.
 
 #![deny(unsafe_code)]
+// docs.rs builds with every feature and `--cfg docsrs`: feature-gated items
+// carry a badge naming their feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Library code states why a value is there instead of `expect`ing it; tests may.
 #![cfg_attr(not(test), deny(clippy::expect_used))]
 #![warn(missing_docs)]
@@ -49,6 +52,7 @@ mod durable;
 pub mod encryption;
 mod error;
 #[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod export;
 mod failpoint;
 mod format;
@@ -69,6 +73,7 @@ mod pipeline;
 mod recovery;
 mod resize;
 #[cfg(feature = "testkit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub mod sim;
 pub mod storage;
 mod sync;
@@ -80,6 +85,7 @@ pub use consumer::{Consumer, ConsumerInfo};
 pub use durable::DurableFuture;
 pub use error::{Error, Result};
 #[cfg(feature = "failpoints")]
+#[cfg_attr(docsrs, doc(cfg(feature = "failpoints")))]
 pub use failpoint::FAILPOINTS;
 pub use live::LogReader;
 pub use log::{Log, MiniTransaction};

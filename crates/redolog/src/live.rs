@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::format::BlockState;
+use crate::log::LogRef;
 use crate::lsn::{BlockNo, Lsn};
 use crate::recovery::{BlockReader, Group, GroupReader, Step, StreamEnd};
 
@@ -54,7 +55,7 @@ const TORN_READ_RETRIES: u32 = 64;
 /// assert_eq!(records, [b"first".to_vec(), b"second".to_vec()]);
 /// ```
 pub struct LogReader<'a> {
-    core: &'a Core,
+    log: LogRef<'a>,
     groups: GroupReader,
     /// The files generation the reader reads (docs/DESIGN.md §1.18).
     generation: u64,
@@ -90,7 +91,8 @@ enum Attempt {
 }
 
 impl<'a> LogReader<'a> {
-    pub(crate) fn new(core: &'a Core, from: Lsn) -> Result<Self> {
+    pub(crate) fn new(log: LogRef<'a>, from: Lsn) -> Result<Self> {
+        let core = log.core();
         core.check_appended(from)?;
         if !from.is_data_position(core.files().seal.geometry()) {
             return Err(Error::InvalidLsn { lsn: from, reason: "it points into a block header or trailer" });
@@ -98,15 +100,9 @@ impl<'a> LogReader<'a> {
         // The generation before the files: a switch in between is seen at
         // the first read, which then reads the new files again.
         let generation = core.files_generation();
-        let reader = LogReader {
-            core,
-            groups: GroupReader::new(BlockReader::new(core.files()), from, true).in_session_from(core.session_start),
-            generation,
-            position: from,
-            limit: from,
-            checked: false,
-            to_written: false,
-        };
+        let groups = GroupReader::new(BlockReader::new(core.files()), from, true).in_session_from(core.session_start);
+        let reader =
+            LogReader { log, groups, generation, position: from, limit: from, checked: false, to_written: false };
         reader.check_not_reused(from)?;
         Ok(reader)
     }
@@ -123,7 +119,7 @@ impl<'a> LogReader<'a> {
 
     /// How far the reader may read now.
     fn frontier(&self) -> Lsn {
-        let stages = &self.core.stages;
+        let stages = &self.log.core().stages;
         if self.to_written {
             stages.written()
         } else {
@@ -190,7 +186,7 @@ impl<'a> LogReader<'a> {
             if let Some(group) = self.try_next()? {
                 return Ok(Some(group));
             }
-            let stages = &self.core.stages;
+            let stages = &self.log.core().stages;
             if stages.is_poisoned() || stages.is_shutdown() {
                 // Nothing more will come once everything readable was read:
                 // at the frontier, or before a group the frontier cuts (a
@@ -222,16 +218,16 @@ impl<'a> LogReader<'a> {
         }
         // §1.18: a frontier a pass stored after a resize's switch comes with
         // the new files; the old ones keep everything below older frontiers.
-        let generation = self.core.files_generation();
+        let generation = self.log.core().files_generation();
         if generation != self.generation {
             self.generation = generation;
-            self.groups.blocks.switch_files(self.core.files());
+            self.groups.blocks.switch_files(self.log.core().files());
             self.groups.restart_at(self.position, self.position.block());
         }
         // INV-46: before the session's start, no further than it: a group
         // that runs past it was torn by the crash before this session, and
         // the bytes past it are this session's.
-        let session_start = self.core.session_start;
+        let session_start = self.log.core().session_start;
         let limit = if self.position < session_start { synced.min(session_start) } else { synced };
         if limit != self.limit {
             // INV-24: from the old frontier's block on, blocks were partial or
@@ -247,7 +243,7 @@ impl<'a> LogReader<'a> {
             self.checked = true;
         }
         let step = self.groups.next_step()?;
-        let oldest = self.core.oldest_readable_block();
+        let oldest = self.log.core().oldest_readable_block();
         match step {
             Step::Group(group) => {
                 // INV-25: the group's space was not reused before or while it
@@ -292,12 +288,12 @@ impl<'a> LogReader<'a> {
 
     /// `Error::Reused` if the space of `lsn` may have been written over.
     fn check_not_reused(&self, lsn: Lsn) -> Result<()> {
-        self.check_not_reused_since(lsn, self.core.oldest_readable_block())
+        self.check_not_reused_since(lsn, self.log.core().oldest_readable_block())
     }
 
     fn check_not_reused_since(&self, lsn: Lsn, oldest: BlockNo) -> Result<()> {
         if lsn.block() < oldest {
-            return Err(Error::Reused { lsn, oldest: self.core.checkpoints.floor() });
+            return Err(Error::Reused { lsn, oldest: self.log.core().checkpoints.floor() });
         }
         Ok(())
     }
@@ -313,24 +309,24 @@ impl<'a> LogReader<'a> {
     /// `synced`). `Ok(false)`: the block did not read whole; read again.
     fn check_boundary(&mut self) -> Result<bool> {
         let from = self.position;
-        let mut blocks = BlockReader::new(self.core.files());
+        let mut blocks = BlockReader::new(self.log.core().files());
         // An encrypted block's `first_group` is trusted once its tag verified.
         let state = blocks.state(from.block())?;
         let authentic = matches!(state, BlockState::Valid(_)) && blocks.opened(from.block())?.is_ok();
         let (BlockState::Valid(header), true) = (state, authentic) else {
-            let oldest = self.core.oldest_readable_block();
+            let oldest = self.log.core().oldest_readable_block();
             // Reused, or damaged, or (at the frontier) read again.
             self.unreadable(from, oldest)?;
             return Ok(false);
         };
         let mut first = Lsn(from.block().start().0 + header.first_group as u64);
-        let start = self.core.session_start;
+        let start = self.log.core().session_start;
         let forced = header.first_group == 0 || first > from;
         if forced && from < start && from.block() == start.block() {
             // INV-46: this block's `first_group` may point at the session's
             // start, past the earlier session's groups in it: walk from an
             // earlier block's.
-            match group_start_before(self.core, &mut blocks, from.block())? {
+            match group_start_before(self.log.core(), &mut blocks, from.block())? {
                 Some(earlier) => first = earlier,
                 None => return Err(not_a_boundary(from)),
             }

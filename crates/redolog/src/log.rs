@@ -451,6 +451,7 @@ impl Log {
     /// log.publish_metrics();
     /// ```
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn publish_metrics(&self) {
         let name = self.core.files().dir().display().to_string();
         self.core.metrics().publish(&[("log", &name)]);
@@ -515,7 +516,28 @@ impl Log {
     /// ```
     pub fn begin_group(&self, records: &[&[u8]]) -> Result<MiniTransaction<'_>> {
         let (start, end, moved) = self.core.begin_group(records)?;
-        Ok(MiniTransaction { log: self, start, end, open: true, moved })
+        Ok(MiniTransaction { log: LogRef::Borrowed(self), start, end, open: true, moved })
+    }
+
+    /// [`begin_group`](Log::begin_group) on a shared log: the
+    /// mini-transaction holds its own `Arc` (and keeps the log open), so it
+    /// can be kept in a struct or a task beside the `Arc`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use redolog::{Config, Log, MiniTransaction};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let log = Arc::new(log);
+    /// struct Page { mtr: MiniTransaction<'static> }
+    /// let page = Page { mtr: log.begin_group_owned(&[b"page 3: split"]).unwrap() };
+    /// let end = page.mtr.end_lsn();
+    /// drop(page); // closes the group
+    /// assert!(log.closed_lsn() >= end);
+    /// ```
+    pub fn begin_group_owned(self: &Arc<Self>, records: &[&[u8]]) -> Result<MiniTransaction<'static>> {
+        let (start, end, moved) = self.core.begin_group(records)?;
+        Ok(MiniTransaction { log: LogRef::Shared(Arc::clone(self)), start, end, open: true, moved })
     }
 
     /// A reader of the groups from `from` on, while the log is written
@@ -539,7 +561,27 @@ impl Log {
     /// assert_eq!((groups[0].start_lsn(), groups[0].end_lsn()), (first, second));
     /// ```
     pub fn read_from(&self, from: Lsn) -> Result<LogReader<'_>> {
-        LogReader::new(&self.core, from)
+        LogReader::new(LogRef::Borrowed(self), from)
+    }
+
+    /// [`read_from`](Log::read_from) on a shared log: the reader holds its
+    /// own `Arc` (and keeps the log open while it lives), so it can be kept
+    /// in a struct or a task beside the `Arc` — a replica's session, say.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use redolog::{Config, Durability, Log, LogReader};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let log = Arc::new(log);
+    /// struct Replica { tail: LogReader<'static> }
+    /// let mut replica = Replica { tail: log.read_from_owned(log.end_lsn()).unwrap() };
+    /// log.commit(b"shipped", Durability::Synced).unwrap();
+    /// let group = replica.tail.try_next().unwrap().unwrap();
+    /// assert_eq!(group.records().next().unwrap(), b"shipped");
+    /// ```
+    pub fn read_from_owned(self: &Arc<Self>, from: Lsn) -> Result<LogReader<'static>> {
+        LogReader::new(LogRef::Shared(Arc::clone(self)), from)
     }
 
     /// Creates consumer `name` at the last checkpoint and returns its handle
@@ -678,6 +720,7 @@ impl Log {
     /// assert_eq!(recovery.count(), 1);
     /// ```
     #[cfg(feature = "testkit")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
     pub fn simulate_crash(&self) {
         let source = std::io::Error::other("the process crashed here (Log::simulate_crash)");
         self.core.stages.poison(crate::error::IoFailure { op: "simulated crash", path: "".into(), source });
@@ -776,13 +819,31 @@ fn spawn_timer(core: Arc<Core>, wake: Arc<(Mutex<()>, Condvar)>) -> Result<JoinH
 /// ```
 #[must_use = "a mini-transaction closes when dropped; keep it while adding its pages"]
 pub struct MiniTransaction<'a> {
-    log: &'a Log,
+    log: LogRef<'a>,
     start: Lsn,
     end: Lsn,
     open: bool,
     /// The notice of the move of `ready` the group's publish made, given
     /// when it closes (INV-39).
     moved: crate::append::Moved,
+}
+
+/// The log a reader, a durable future or a mini-transaction works on:
+/// borrowed from a `Log`, or an `Arc` of its own (the `_owned` methods).
+pub(crate) enum LogRef<'a> {
+    Borrowed(&'a Log),
+    Shared(Arc<Log>),
+}
+
+impl std::ops::Deref for LogRef<'_> {
+    type Target = Log;
+
+    fn deref(&self) -> &Log {
+        match self {
+            LogRef::Borrowed(log) => log,
+            LogRef::Shared(log) => log,
+        }
+    }
 }
 
 impl MiniTransaction<'_> {

@@ -173,6 +173,7 @@ impl LatencyRecorder {
 /// assert!(fsyncs.p50_us <= fsyncs.p99_us && fsyncs.p99_us <= fsyncs.max_us);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct LatencySummary {
     /// Values recorded.
     pub count: u64,
@@ -357,11 +358,15 @@ pub(crate) const TRIAD: [(&str, &str); 7] = [
 /// triad, plus the cost of spinning and the safety-net timeouts.
 ///
 /// ```
-/// use redolog::WaitStats;
-/// let stats = WaitStats { no_waits: 90, waits: 10, wait_loops: 12, ..WaitStats::default() };
-/// assert_eq!(stats.no_waits + stats.waits, 100);
+/// use redolog::{Config, Durability, Log};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// log.commit(b"x", Durability::Synced).unwrap();
+/// let stats = log.metrics().log_on_recent_closed; // one visit per group
+/// assert_eq!(stats.no_waits + stats.waits, 1);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WaitStats {
     /// Visits that found the condition already true.
     pub no_waits: u64,
@@ -388,6 +393,7 @@ pub struct WaitStats {
 /// assert_eq!(levels.log_lsn_checkpoint_age(), 0);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LsnLevels {
     /// End of everything appended (`log_lsn_current`).
     pub log_lsn_current: u64,
@@ -488,7 +494,9 @@ impl LogSpace {
 pub struct Metrics {
     /// LSN levels.
     pub lsns: LsnLevels,
-    /// Calls of `wait` / `commit` with `Written` or `Synced` (`log_write_requests`).
+    /// Waits for `Written` or `Synced`: calls of `wait` / `commit`, futures
+    /// (`wait_async`, `commit_async`) and callbacks (`on_durable`)
+    /// (`log_write_requests`).
     pub log_write_requests: u64,
     /// Write calls to the OS (`log_writes`): one `pwritev` per file touched.
     pub log_writes: u64,
@@ -557,7 +565,8 @@ pub struct Metrics {
     pub cpu_usable: f64,
     /// The process's CPU use over the last 100 ms, in percent of `cpu_usable`.
     pub cpu_busy_pct: u64,
-    /// Time `wait`/`commit` spent waiting for Written or Synced.
+    /// Time waits for Written or Synced took: `wait`/`commit`, and futures
+    /// and callbacks from their making to their completion.
     pub commit_wait_us: LatencySummary,
     /// Duration of each fdatasync of a log file.
     pub fsync_us: LatencySummary,
@@ -641,18 +650,103 @@ impl Metrics {
     }
 }
 
+/// A short report, a few lines, the quiet parts left out: the pipeline and
+/// why, the LSNs, the I/O and what it grouped, the two latencies, the wait
+/// sites that waited, and anything that needs a look (a full log, a lost
+/// wake-up). `{:#}` prints every counter instead, one per line, under its
+/// INNODB_METRICS name.
+///
+/// ```
+/// use redolog::{Config, Durability, Log};
+/// let dir = tempfile::tempdir().unwrap();
+/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// log.commit(b"counted", Durability::Synced).unwrap();
+/// let report = log.metrics().to_string();
+/// assert!(report.starts_with("pipeline ") && report.lines().count() < 12, "{report}");
+/// assert!(format!("{:#}", log.metrics()).contains("log_fsyncs "));
+/// ```
 impl fmt::Display for Metrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (name, value) in self.counters() {
-            writeln!(f, "{name:<36} {value}")?;
+        if f.alternate() {
+            for (name, value) in self.counters() {
+                writeln!(f, "{name:<36} {value}")?;
+            }
+            for (name, summary) in [("commit_wait_us", &self.commit_wait_us), ("fsync_us", &self.fsync_us)] {
+                writeln!(f, "{name:<36} {}", Summary(summary))?;
+            }
+            return Ok(());
         }
-        for (name, summary) in [("commit_wait_us", &self.commit_wait_us), ("fsync_us", &self.fsync_us)] {
+        let lsns = &self.lsns;
+        writeln!(
+            f,
+            "pipeline   {:?} ({}), {} switches; {} async waiters; {:.1} CPUs usable, {} % busy",
+            self.pipeline,
+            if self.pipeline_reason.is_empty() { "set" } else { self.pipeline_reason },
+            self.log_pipeline_switches,
+            self.async_waiters,
+            self.cpu_usable,
+            self.cpu_busy_pct
+        )?;
+        writeln!(
+            f,
+            "lsn        current {}, written {}, flushed {}, checkpoint {} (age {} bytes)",
+            lsns.log_lsn_current,
+            lsns.log_lsn_last_write,
+            lsns.log_lsn_last_flush,
+            lsns.log_lsn_last_checkpoint,
+            lsns.log_lsn_checkpoint_age()
+        )?;
+        writeln!(
+            f,
+            "io         {} requests, {} writes ({} bytes), {} fsyncs ({:.1} records each), {} groups, {} records, {} checkpoints",
+            self.log_write_requests,
+            self.log_writes,
+            self.log_bytes_written,
+            self.log_fsyncs,
+            self.records_per_fsync(),
+            self.log_groups,
+            self.log_records,
+            self.log_checkpoints
+        )?;
+        writeln!(f, "commit µs  {}", Summary(&self.commit_wait_us))?;
+        writeln!(f, "fsync µs   {}", Summary(&self.fsync_us))?;
+        let waited: Vec<String> = SITE_PREFIXES
+            .iter()
+            .zip(self.sites())
+            .filter(|(_, stats)| stats.waits > 0)
+            .map(|(prefix, stats)| {
+                let site = prefix.trim_start_matches("log_").trim_end_matches('_');
+                format!("{site} {} of {} ({} µs spinning)", stats.waits, stats.waits + stats.no_waits, stats.spin_us)
+            })
+            .collect();
+        if !waited.is_empty() {
+            writeln!(f, "waited     {}", waited.join(", "))?;
+        }
+        if self.log_full_episodes > 0 || self.log_full_refusals > 0 {
             writeln!(
                 f,
-                "{name:<36} count {} p50 {} p99 {} max {}",
-                summary.count, summary.p50_us, summary.p99_us, summary.max_us
+                "log full   {} episodes, {} appends refused (LogFull); checkpoint wanted {} times",
+                self.log_full_episodes, self.log_full_refusals, self.log_checkpoint_wanted_episodes
             )?;
         }
+        let lost = self.timeouts_with_work();
+        if lost > 0 {
+            writeln!(f, "LOST WAKE-UPS {lost}: a wait timed out with its condition true (a bug: please report it)")?;
+        }
         Ok(())
+    }
+}
+
+/// A latency summary on one line.
+struct Summary<'a>(&'a LatencySummary);
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let summary = self.0;
+        write!(
+            f,
+            "count {} p50 {} p99 {} p99.9 {} max {}",
+            summary.count, summary.p50_us, summary.p99_us, summary.p999_us, summary.max_us
+        )
     }
 }

@@ -69,17 +69,17 @@ fn sixty_four_threads_recover_in_lsn_order(pipeline: Pipeline) {
         }
     }
     let metrics = log.metrics();
-    assert_eq!(metrics.timeouts_with_work(), 0, "lost wake-up:\n{metrics}");
+    assert_eq!(metrics.timeouts_with_work(), 0, "lost wake-up:\n{metrics:#}");
     assert_eq!(metrics.pipeline, pipeline);
     if pipeline == Pipeline::Dedicated {
         // The log threads did the passes: every write and sync visit is theirs.
-        assert!(metrics.log_writer.no_waits > 0 && metrics.log_flusher.no_waits > 0, "{metrics}");
-        assert_eq!(metrics.log_on_ready.waits, 0, "a committer led a write pass\n{metrics}");
+        assert!(metrics.log_writer.no_waits > 0 && metrics.log_flusher.no_waits > 0, "{metrics:#}");
+        assert_eq!(metrics.log_on_ready.waits, 0, "a committer led a write pass\n{metrics:#}");
     }
     assert!(metrics.log_fsyncs > 0);
     assert!(
         metrics.log_fsyncs < metrics.log_on_flush.no_waits + metrics.log_on_flush.waits,
-        "no group commit: one fsync per Synced commit\n{metrics}"
+        "no group commit: one fsync per Synced commit\n{metrics:#}"
     );
     log.close().expect("close");
     drop(log);

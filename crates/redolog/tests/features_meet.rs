@@ -522,7 +522,7 @@ fn a_checkpoint_inside_a_last_group_that_ends_at_a_block_end_recovers() {
         }
         drop(log);
         let (log, recovery) = Log::open_with_storage(Path::new(DIR), config, storage).expect("reopen");
-        let expected = if close { LogEnd::CleanShutdown } else { LogEnd::Clean };
+        let expected = if close { LogEnd::CleanShutdown } else { LogEnd::Unclosed };
         assert_eq!((recovery.end(), recovery.count()), (expected, 0), "closed: {close}");
         assert_eq!(log.end_lsn(), end, "the log goes on after the group, closed: {close}");
     }

@@ -35,3 +35,33 @@ fn append_site_visits_and_records_are_counted_exactly() {
         assert_eq!(site.no_waits + site.waits, chunks, "log_on_{name}: {site:?}");
     }
 }
+
+/// Futures and callbacks count as `wait` does: one write request each for
+/// `Written` and `Synced` (none for `Buffered`), and their time in
+/// `commit_wait_us`, whichever thread completes them.
+#[test]
+fn async_and_callback_waits_are_counted_as_waits_are() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, _) = Log::open(dir.path(), common::config(512, 1 << 16)).expect("open");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
+    runtime.block_on(async {
+        for _ in 0..5 {
+            log.commit_async(b"future", Durability::Synced).await.expect("commit_async");
+        }
+        log.commit_async(b"buffered", Durability::Buffered).await.expect("buffered");
+    });
+    let (sender, receiver) = std::sync::mpsc::channel();
+    for _ in 0..3 {
+        let end = log.append(b"callback").expect("append");
+        let sender = sender.clone();
+        log.on_durable(end, Durability::Written, move |result| sender.send(result).expect("send"));
+    }
+    for _ in 0..3 {
+        receiver.recv().expect("a callback ran").expect("durable");
+    }
+    log.commit(b"blocking", Durability::Synced).expect("commit");
+    // A callback's time is recorded before it runs, on the thread that runs it.
+    let metrics = log.metrics();
+    assert_eq!(metrics.log_write_requests, 5 + 3 + 1, "{metrics:#}");
+    assert_eq!(metrics.commit_wait_us.count, 5 + 3 + 1, "{metrics:#}");
+}

@@ -97,10 +97,10 @@ fn flipping_the_pipeline_under_64_committers_loses_nothing() {
         acknowledged.push((end, bytes));
     }
     let metrics = log.metrics();
-    assert_eq!(metrics.timeouts_with_work(), 0, "lost wake-up:\n{metrics}");
+    assert_eq!(metrics.timeouts_with_work(), 0, "lost wake-up:\n{metrics:#}");
     assert!(flips >= 20, "only {flips} flips: the test did not exercise switching");
     assert!(acknowledged.len() > 10 * THREADS, "only {} commits", acknowledged.len());
-    assert!(metrics.log_pipeline_switches >= 10, "{metrics}");
+    assert!(metrics.log_pipeline_switches >= 10, "{metrics:#}");
     log.close().expect("close");
     drop(log);
 
@@ -139,7 +139,7 @@ fn dedicated_threads_sync_buffered_commits_without_a_timer() {
     }
     // A wait is counted when it ends: the writer's ended on each round's event.
     let metrics = log.metrics();
-    assert!(metrics.log_writer.waits > 0, "the writer never waited for work:\n{metrics}");
+    assert!(metrics.log_writer.waits > 0, "the writer never waited for work:\n{metrics:#}");
 
     // Bursts: four threads commit without waiting, so a write finds more ready
     // behind it; the writer hands that to the flusher, whose event (not the
@@ -167,7 +167,7 @@ fn dedicated_threads_sync_buffered_commits_without_a_timer() {
         bursts += 1;
     }
     let metrics = log.metrics();
-    assert_eq!(metrics.log_writer.timeouts_with_work + metrics.log_flusher.timeouts_with_work, 0, "{metrics}");
+    assert_eq!(metrics.log_writer.timeouts_with_work + metrics.log_flusher.timeouts_with_work, 0, "{metrics:#}");
 
     // The contrast: group commit leaves Buffered groups to the timer.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -216,6 +216,6 @@ fn each_pipeline_reports_itself_and_auto_follows_its_rule_table() {
         thread.join().expect("committer");
     }
     let metrics = log.metrics();
-    assert_ne!(metrics.pipeline_reason, "not evaluated yet", "Auto never evaluated in 600 ms\n{metrics}");
-    assert_eq!(metrics.timeouts_with_work(), 0, "{metrics}");
+    assert_ne!(metrics.pipeline_reason, "not evaluated yet", "Auto never evaluated in 600 ms\n{metrics:#}");
+    assert_eq!(metrics.timeouts_with_work(), 0, "{metrics:#}");
 }

@@ -106,7 +106,7 @@ fn cutting_unsynced_groups_at_any_byte_keeps_every_whole_group_before_the_cut() 
         // block is rewritten by the next append before anything after it).
         let recovered_end = expected.last().map_or(groups[0].0, |(end, _)| *end);
         match log_end {
-            LogEnd::Clean => {}
+            LogEnd::Unclosed => {}
             LogEnd::TornTail { truncated_at, .. } => assert!(truncated_at <= recovered_end, "{context}"),
             other => panic!("{context}: {other:?} after a crash"),
         }

@@ -26,14 +26,16 @@ use crate::writer::{last_data_block, Files};
 /// assert_eq!(recovery.end(), LogEnd::CleanShutdown);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LogEnd {
     /// The log was created by this `open`.
     Created,
     /// The log was closed cleanly and ends where the close left it.
     CleanShutdown,
-    /// The log ends at a complete group and nothing of the current lap lies past it
-    /// (the process stopped without `close`, but nothing was cut off).
-    Clean,
+    /// The process stopped without `close` — a crash, a kill, an exit — and
+    /// nothing was cut off: the log ends at a complete group and nothing of
+    /// the current lap lies past it.
+    Unclosed,
     /// Bytes past the last complete group — a group cut off by a crash, or blocks
     /// written but never synced — were erased before the log reopened.
     TornTail {
@@ -270,7 +272,7 @@ pub(crate) fn scan(files: &Arc<Files>, checkpoint: &CheckpointSlot, unsynced_blo
         let (repair, last_block) = plan_erase(&mut blocks, &erase)?;
         (LogEnd::TornTail { truncated_at: end, blocks_erased: repair.blocks() }, last_block, Some(repair))
     } else {
-        let log_end = if clean_shutdown { LogEnd::CleanShutdown } else { LogEnd::Clean };
+        let log_end = if clean_shutdown { LogEnd::CleanShutdown } else { LogEnd::Unclosed };
         (log_end, continuation_block(&mut blocks, end)?, None)
     };
     // Every block opened, those past the end included: a crash between the

@@ -22,11 +22,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 #[cfg(feature = "testkit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub use crash::{CrashImage, CrashMode, CrashOp, CrashState, CrashStorage, SECTOR_BYTES};
 #[cfg(feature = "testkit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub use faulty::{FaultKind, FaultyStorage};
 pub use fs::{FsStorage, LOCK_FILE_NAME};
 #[cfg(feature = "testkit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub use mem::MemStorage;
 
 /// A directory tree of files. Paths are those the log builds under its directory.
