@@ -18,12 +18,15 @@
 //!   reader fails with [`Error::Reused`], never with bytes from another lap
 //!   (INV-25).
 
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::format::BlockState;
-use crate::log::LogRef;
+use crate::log::{Log, LogRef};
 use crate::lsn::{BlockNo, Lsn};
 use crate::recovery::{BlockReader, Group, GroupReader, Step, StreamEnd};
 
@@ -69,11 +72,114 @@ pub struct LogReader<'a> {
     /// Read up to `written` rather than `synced`: the archiver's reader
     /// (docs/DESIGN.md §1.17), never the public one (INV-23).
     to_written: bool,
+    /// The `Stream`'s last look at a closed or poisoned log, and its end.
+    stream_last_look: bool,
+    stream_done: bool,
 }
 
 impl std::fmt::Debug for LogReader<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LogReader").field("position", &self.position).field("limit", &self.limit).finish()
+    }
+}
+
+/// The reader as an asynchronous stream, for tailing from a task: each item
+/// the next durable group (or the error `try_next` gives); the stream
+/// waits, registered with the log, while nothing more is durable — it
+/// demands no sync, as `next_timeout` does not — and ends once a closed
+/// log was read to its end. A poisoned log gives its poison once, then the
+/// end. Waiting costs the log one fence and one load per sync pass while no
+/// task waits.
+///
+/// ```
+/// use std::future::poll_fn;
+/// use std::pin::Pin;
+/// use std::sync::Arc;
+/// use futures_core::Stream;
+/// use redolog::{Config, Durability, Log};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// let log = Arc::new(log);
+/// let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
+/// let mut tail = log.read_from_owned(log.end_lsn()).unwrap();
+/// let follower = runtime.spawn(async move {
+///     let mut shipped = Vec::new();
+///     while let Some(group) = poll_fn(|cx| Pin::new(&mut tail).poll_next(cx)).await {
+///         shipped.push(group.unwrap().records().next().unwrap().to_vec());
+///     }
+///     shipped // the stream ended: the log was closed and read to its end
+/// });
+/// log.commit(b"one", Durability::Synced).unwrap();
+/// log.commit(b"two", Durability::Synced).unwrap();
+/// log.close().unwrap();
+/// assert_eq!(runtime.block_on(follower).unwrap(), [b"one".to_vec(), b"two".to_vec()]);
+/// ```
+impl futures_core::Stream for LogReader<'_> {
+    type Item = Result<Group>;
+
+    fn poll_next(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<Result<Group>>> {
+        let this = self.get_mut();
+        loop {
+            if this.stream_done {
+                return Poll::Ready(None);
+            }
+            match this.try_next() {
+                Ok(Some(group)) => return Poll::Ready(Some(Ok(group))),
+                Err(error) => return Poll::Ready(Some(Err(error))),
+                Ok(None) => {}
+            }
+            if let Some(poll) = this.poll_caught_up(context) {
+                return poll;
+            }
+        }
+    }
+}
+
+// The readers' constructors live here, with the reader, as `durable.rs`
+// keeps the futures' (`log` does not import this module).
+impl Log {
+    /// A reader of the groups from `from` on, while the log is written
+    /// (docs/DESIGN.md §4.1): it returns the groups recovery would return,
+    /// byte for byte, up to the durable LSN, and never one that is not
+    /// durable. `from` must be a group boundary: an LSN `append_group`,
+    /// `begin_group` or `end_lsn` returned, or a group's start from recovery
+    /// or from an earlier reader. Groups stay readable until a checkpoint
+    /// past them lets the log write over their space: reading there fails
+    /// with [`Error::Reused`](crate::Error::Reused), never with other bytes.
+    ///
+    /// ```
+    /// use redolog::{Config, Durability, Log};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let first = log.append_group(&[b"page 7: set x", b"page 9: set y"]).unwrap();
+    /// let second = log.commit(b"page 7: set z", Durability::Synced).unwrap();
+    /// // From the end of the first group: the second one.
+    /// let groups: Vec<_> = log.read_from(first).unwrap().map(Result::unwrap).collect();
+    /// assert_eq!(groups.len(), 1);
+    /// assert_eq!((groups[0].start_lsn(), groups[0].end_lsn()), (first, second));
+    /// ```
+    pub fn read_from(&self, from: Lsn) -> Result<LogReader<'_>> {
+        LogReader::new(LogRef::Borrowed(self), from)
+    }
+
+    /// [`read_from`](Log::read_from) on a shared log: the reader holds its
+    /// own `Arc` (and keeps the log open while it lives), so it can be kept
+    /// in a struct or a task beside the `Arc` — a replica's session, say.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use redolog::{Config, Durability, Log, LogReader};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let log = Arc::new(log);
+    /// struct Replica { tail: LogReader<'static> }
+    /// let mut replica = Replica { tail: log.read_from_owned(log.end_lsn()).unwrap() };
+    /// log.commit(b"shipped", Durability::Synced).unwrap();
+    /// let group = replica.tail.try_next().unwrap().unwrap();
+    /// assert_eq!(group.records().next().unwrap(), b"shipped");
+    /// ```
+    pub fn read_from_owned(self: &Arc<Self>, from: Lsn) -> Result<LogReader<'static>> {
+        LogReader::new(LogRef::Shared(Arc::clone(self)), from)
     }
 }
 
@@ -101,8 +207,17 @@ impl<'a> LogReader<'a> {
         // the first read, which then reads the new files again.
         let generation = core.files_generation();
         let groups = GroupReader::new(BlockReader::new(core.files()), from, true).in_session_from(core.session_start);
-        let reader =
-            LogReader { log, groups, generation, position: from, limit: from, checked: false, to_written: false };
+        let reader = LogReader {
+            log,
+            groups,
+            generation,
+            position: from,
+            limit: from,
+            checked: false,
+            to_written: false,
+            stream_last_look: false,
+            stream_done: false,
+        };
         reader.check_not_reused(from)?;
         Ok(reader)
     }
@@ -208,6 +323,32 @@ impl<'a> LogReader<'a> {
             // that alone spun for ever, past any time limit.
             stages.wait_synced_past(self.position.max(self.limit), deadline);
         }
+    }
+
+    /// What the `Stream` returns once `try_next` found nothing: the end (a
+    /// closed log read to its end, or after the poison was returned once),
+    /// the poison, `None` to look again (something became readable, or this
+    /// is the last look at a closed log), or pending with the task's waker
+    /// registered (INV-47).
+    fn poll_caught_up(&mut self, context: &mut Context<'_>) -> Option<Poll<Option<Result<Group>>>> {
+        let stages = &self.log.core().stages;
+        if stages.is_poisoned() || stages.is_shutdown() {
+            // As `next_timeout`: one more look, for a group that became
+            // readable meanwhile, then the poison (once) or the end.
+            if self.frontier() <= self.position || self.stream_last_look {
+                self.stream_done = true;
+                return Some(Poll::Ready(stages.check().err().map(Err)));
+            }
+            self.stream_last_look = true;
+            return None;
+        }
+        let past = self.position.max(self.limit);
+        stages.register_tail_waker(context.waker());
+        // INV-47: the second look, after the registration.
+        if stages.synced() > past || stages.is_poisoned() || stages.is_shutdown() {
+            return None;
+        }
+        Some(Poll::Pending)
     }
 
     /// One try at the next group.

@@ -11,7 +11,6 @@ use crate::consumer::{Consumer, ConsumerInfo};
 use crate::core::{Core, StartState};
 use crate::error::Result;
 use crate::format::CHECKPOINT_CLEAN_SHUTDOWN;
-use crate::live::LogReader;
 use crate::log_threads::spawn_log_threads;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -538,50 +537,6 @@ impl Log {
     pub fn begin_group_owned(self: &Arc<Self>, records: &[&[u8]]) -> Result<MiniTransaction<'static>> {
         let (start, end, moved) = self.core.begin_group(records)?;
         Ok(MiniTransaction { log: LogRef::Shared(Arc::clone(self)), start, end, open: true, moved })
-    }
-
-    /// A reader of the groups from `from` on, while the log is written
-    /// (docs/DESIGN.md §4.1): it returns the groups recovery would return,
-    /// byte for byte, up to the durable LSN, and never one that is not
-    /// durable. `from` must be a group boundary: an LSN `append_group`,
-    /// `begin_group` or `end_lsn` returned, or a group's start from recovery
-    /// or from an earlier reader. Groups stay readable until a checkpoint
-    /// past them lets the log write over their space: reading there fails
-    /// with [`Error::Reused`](crate::Error::Reused), never with other bytes.
-    ///
-    /// ```
-    /// use redolog::{Config, Durability, Log};
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
-    /// let first = log.append_group(&[b"page 7: set x", b"page 9: set y"]).unwrap();
-    /// let second = log.commit(b"page 7: set z", Durability::Synced).unwrap();
-    /// // From the end of the first group: the second one.
-    /// let groups: Vec<_> = log.read_from(first).unwrap().map(Result::unwrap).collect();
-    /// assert_eq!(groups.len(), 1);
-    /// assert_eq!((groups[0].start_lsn(), groups[0].end_lsn()), (first, second));
-    /// ```
-    pub fn read_from(&self, from: Lsn) -> Result<LogReader<'_>> {
-        LogReader::new(LogRef::Borrowed(self), from)
-    }
-
-    /// [`read_from`](Log::read_from) on a shared log: the reader holds its
-    /// own `Arc` (and keeps the log open while it lives), so it can be kept
-    /// in a struct or a task beside the `Arc` — a replica's session, say.
-    ///
-    /// ```
-    /// # use std::sync::Arc;
-    /// # use redolog::{Config, Durability, Log, LogReader};
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
-    /// let log = Arc::new(log);
-    /// struct Replica { tail: LogReader<'static> }
-    /// let mut replica = Replica { tail: log.read_from_owned(log.end_lsn()).unwrap() };
-    /// log.commit(b"shipped", Durability::Synced).unwrap();
-    /// let group = replica.tail.try_next().unwrap().unwrap();
-    /// assert_eq!(group.records().next().unwrap(), b"shipped");
-    /// ```
-    pub fn read_from_owned(self: &Arc<Self>, from: Lsn) -> Result<LogReader<'static>> {
-        LogReader::new(LogRef::Shared(Arc::clone(self)), from)
     }
 
     /// Creates consumer `name` at the last checkpoint and returns its handle

@@ -75,11 +75,15 @@ mod event;
 /// `crate::wait`.
 mod wait {
     pub(crate) use crate::event::{slot_of, slots_covering, EventSlots, PassTime, Spin, Waited};
+    pub(crate) use crate::tail::TailWakers;
     pub(crate) use crate::wakers::{Completion, WakerSlots};
 }
 
 #[path = "../src/wait/wakers.rs"]
 mod wakers;
+
+#[path = "../src/wait/tail.rs"]
+mod tail;
 
 #[path = "../src/pipeline/mod.rs"]
 mod pipeline;

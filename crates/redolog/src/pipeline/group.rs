@@ -335,7 +335,7 @@ impl<W> Stages<W> {
         // Ok; INV-6: and not after a poison, though this one did.
         self.publish(&self.sync, synced, written)?;
         self.sync.pass.record(finished.ns_since(pass_started));
-        self.tail_events.notify_all();
+        self.tail_moved();
         Ok(())
     }
 }

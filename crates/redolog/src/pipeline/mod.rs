@@ -31,7 +31,7 @@ use crate::clock::Moment;
 use crate::error::{Error, IoFailure, Result};
 use crate::lsn::{BlockNo, Lsn};
 use crate::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering};
-use crate::wait::{Completion, EventSlots, PassTime, Spin, Waited, WakerSlots};
+use crate::wait::{Completion, EventSlots, PassTime, Spin, TailWakers, Waited, WakerSlots};
 
 use stage::Stage;
 
@@ -164,6 +164,9 @@ pub(crate) struct Stages<W> {
     /// demand nothing, so they never wait in the sync stage's own slots,
     /// where a role hand-off (`kick`) could pick one of them.
     tail_events: EventSlots,
+    /// Tasks tailing the log through the reader's `Stream`, woken where
+    /// `tail_events` is notified (INV-47).
+    tail_wakers: TailWakers,
     /// `MODE_GROUP` or `MODE_DEDICATED` (INV-17).
     mode: CachePadded<AtomicU8>,
     poison: OnceLock<Poison>,
@@ -193,6 +196,7 @@ impl<W> Stages<W> {
             flusher_event: EventSlots::new(1),
             mode_events: EventSlots::new(1),
             tail_events: EventSlots::new(1),
+            tail_wakers: TailWakers::default(),
             mode: CachePadded::new(AtomicU8::new(if dedicated { MODE_DEDICATED } else { MODE_GROUP })),
             poison: OnceLock::new(),
             poisoned: AtomicBool::new(false),
@@ -313,7 +317,7 @@ impl<W> Stages<W> {
         self.space_events.notify_all();
         self.flusher_event.notify_all();
         self.mode_events.notify_all();
-        self.tail_events.notify_all();
+        self.tail_moved();
     }
 
     // ---- what the other owners tell the stages ----
@@ -358,6 +362,20 @@ impl<W> Stages<W> {
         self.tail_events
             .wait_until(lsn.0, deadline, || self.synced() > lsn || self.is_poisoned() || self.is_shutdown());
         self.synced() > lsn
+    }
+
+    /// The sync frontier moved, or the log closed or was poisoned: wake the
+    /// tailers, threads and tasks.
+    pub(crate) fn tail_moved(&self) {
+        self.tail_events.notify_all();
+        self.tail_wakers.wake_all();
+    }
+
+    /// Registers a task tailing the log (the reader's `Stream`) for the next
+    /// move of the sync frontier, the close or the poison; the caller looks
+    /// at them again afterwards (INV-47).
+    pub(crate) fn register_tail_waker(&self, waker: &std::task::Waker) {
+        self.tail_wakers.register(waker);
     }
 
     /// A checkpoint moved the file limit: wake a writer waiting for space.

@@ -5,7 +5,9 @@ mod event;
 #[cfg(test)]
 mod event_tests;
 
+mod tail;
 mod wakers;
 
 pub(crate) use event::{slot_of, slots_covering, EventSlots, PassTime, Spin, Waited};
+pub(crate) use tail::TailWakers;
 pub(crate) use wakers::{Completion, WakerSlots};
