@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 
 use crate::clock::Moment;
 use crate::config::Durability;
+use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::log::{Log, LogRef};
 use crate::lsn::Lsn;
@@ -79,7 +80,7 @@ impl<'a> DurableFuture<'a> {
     /// Done with `outcome`: the wait counted as `wait`'s are.
     fn finish(&mut self, outcome: Result<()>) -> Poll<Result<()>> {
         self.done = true;
-        self.log.count_async_wait(self.started);
+        record_async_wait(self.log.core(), self.started);
         Poll::Ready(outcome)
     }
 }
@@ -106,6 +107,17 @@ impl Drop for DurableFuture<'_> {
         if self.id != 0 && !self.done {
             drop(self.log.core().stages.cancel_async(self.lsn, self.synced, self.id));
         }
+    }
+}
+
+/// Records a finished asynchronous wait, made at `started`, in
+/// `commit_wait_us` (none: a `Buffered` one, which `wait` does not count
+/// either), on whichever thread finished it. Not in the wait time
+/// `Pipeline::Auto` weighs: while futures wait, the log threads run whatever
+/// Auto would choose (INV-27).
+fn record_async_wait(core: &Core, started: Option<Moment>) {
+    if let Some(started) = started {
+        core.metrics.commit_wait_us.record_us(Moment::now().ns_since(started) / 1000);
     }
 }
 
@@ -191,16 +203,14 @@ impl Log {
         let target = match self.async_target(lsn, durability) {
             Ok(target) => target,
             Err(error) => {
-                self.count_async_wait(started);
+                record_async_wait(self.core(), started);
                 return callback(Err(error));
             }
         };
         // Counted as `wait`'s are, on whichever thread completes it.
         let core = self.core_arc();
         let callback = move |outcome| {
-            if let Some(started) = started {
-                core.metrics.commit_wait_us.record_us(Moment::now().ns_since(started) / 1000);
-            }
+            record_async_wait(&core, started);
             callback(outcome);
         };
         let completion = Completion::Callback(Box::new(callback));
@@ -213,21 +223,12 @@ impl Log {
 
     /// Counts an asynchronous wait as `wait` counts its calls
     /// (`log_write_requests`): `Written` and `Synced` only. Returns when it
-    /// started, for [`Log::count_async_wait`].
+    /// started, for [`record_async_wait`].
     fn count_async_request(&self, durability: Durability) -> Option<Moment> {
         (durability != Durability::Buffered).then(|| {
             self.core().metrics.write_requests.add(1);
             Moment::now()
         })
-    }
-
-    /// Records a finished asynchronous wait in `commit_wait_us`. Not in the
-    /// wait time `Pipeline::Auto` weighs: while futures wait, the log
-    /// threads run whatever Auto would choose (INV-27).
-    fn count_async_wait(&self, started: Option<Moment>) {
-        if let Some(started) = started {
-            self.core().metrics.commit_wait_us.record_us(Moment::now().ns_since(started) / 1000);
-        }
     }
 
     /// What an asynchronous wait for `lsn` with `durability` waits for:

@@ -183,6 +183,18 @@ impl Log {
     }
 }
 
+/// What may still come to a reader that has caught up
+/// (`LogReader::after_catching_up`).
+enum Coming {
+    /// The log is open: more may be written and synced.
+    More,
+    /// Closed or poisoned, but a group may have become readable since the
+    /// reader looked: look once more.
+    LastLook,
+    /// Closed or poisoned, and everything readable was read.
+    Nothing,
+}
+
 /// What one attempt to read the next group found.
 enum Attempt {
     Group(Group),
@@ -302,17 +314,16 @@ impl<'a> LogReader<'a> {
                 return Ok(Some(group));
             }
             let stages = &self.log.core().stages;
-            if stages.is_poisoned() || stages.is_shutdown() {
-                // Nothing more will come once everything readable was read:
-                // at the frontier, or before a group the frontier cuts (a
-                // poisoned log's frontier can stop inside one). One more
-                // look first, for a group that became readable meanwhile.
-                if self.frontier() <= self.position || last_look {
+            match self.after_catching_up(last_look) {
+                Coming::Nothing => {
                     stages.check()?;
                     return Err(Error::Closed);
                 }
-                last_look = true;
-                continue;
+                Coming::LastLook => {
+                    last_look = true;
+                    continue;
+                }
+                Coming::More => {}
             }
             if Instant::now() >= deadline {
                 return Ok(None);
@@ -325,6 +336,24 @@ impl<'a> LogReader<'a> {
         }
     }
 
+    /// What may still come to a reader that has caught up (`try_next` found
+    /// nothing), `looked`: whether it took its last look already. A log
+    /// neither closed nor poisoned may write more. Once it is, nothing more
+    /// comes when everything readable was read — at the frontier, or before
+    /// a group the frontier cuts (a poisoned log's frontier can stop inside
+    /// one) — but one more look first, for a group that became readable
+    /// meanwhile. `next_timeout` and the `Stream` both follow this rule.
+    fn after_catching_up(&self, looked: bool) -> Coming {
+        let stages = &self.log.core().stages;
+        if !stages.is_poisoned() && !stages.is_shutdown() {
+            Coming::More
+        } else if self.frontier() <= self.position || looked {
+            Coming::Nothing
+        } else {
+            Coming::LastLook
+        }
+    }
+
     /// What the `Stream` returns once `try_next` found nothing: the end (a
     /// closed log read to its end, or after the poison was returned once),
     /// the poison, `None` to look again (something became readable, or this
@@ -332,15 +361,17 @@ impl<'a> LogReader<'a> {
     /// registered (INV-47).
     fn poll_caught_up(&mut self, context: &mut Context<'_>) -> Option<Poll<Option<Result<Group>>>> {
         let stages = &self.log.core().stages;
-        if stages.is_poisoned() || stages.is_shutdown() {
-            // As `next_timeout`: one more look, for a group that became
-            // readable meanwhile, then the poison (once) or the end.
-            if self.frontier() <= self.position || self.stream_last_look {
+        match self.after_catching_up(self.stream_last_look) {
+            // The poison (once: the stream is done after it) or the end.
+            Coming::Nothing => {
                 self.stream_done = true;
                 return Some(Poll::Ready(stages.check().err().map(Err)));
             }
-            self.stream_last_look = true;
-            return None;
+            Coming::LastLook => {
+                self.stream_last_look = true;
+                return None;
+            }
+            Coming::More => {}
         }
         let past = self.position.max(self.limit);
         stages.register_tail_waker(context.waker());

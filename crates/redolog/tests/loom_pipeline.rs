@@ -39,20 +39,11 @@ mod sync {
         pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
     }
     pub(crate) use crate::loom_lot::ParkingLot;
-
-    /// `crate::sync::Mutex` (parking_lot's, whose `lock` cannot fail) on loom.
-    pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
-
-    impl<T> Mutex<T> {
-        pub(crate) fn new(value: T) -> Self {
-            Mutex(loom::sync::Mutex::new(value))
-        }
-
-        pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
-            self.0.lock().expect("a model thread panicked holding the lock")
-        }
-    }
+    pub(crate) use crate::loom_mutex::Mutex;
 }
+
+#[path = "common/loom_mutex.rs"]
+mod loom_mutex;
 
 #[path = "../src/geometry.rs"]
 mod geometry;

@@ -21,20 +21,11 @@ mod sync {
     pub(crate) mod atomic {
         pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
     }
-
-    /// `crate::sync::Mutex` (parking_lot's, whose `lock` cannot fail) on loom.
-    pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
-
-    impl<T> Mutex<T> {
-        pub(crate) fn new(value: T) -> Self {
-            Mutex(loom::sync::Mutex::new(value))
-        }
-
-        pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
-            self.0.lock().expect("a model thread panicked holding the lock")
-        }
-    }
+    pub(crate) use crate::loom_mutex::Mutex;
 }
+
+#[path = "common/loom_mutex.rs"]
+mod loom_mutex;
 
 #[path = "../src/wait/tail.rs"]
 mod tail;
@@ -54,14 +45,42 @@ impl Wake for Flag {
     }
 }
 
-/// The tailer's part: look, register, look again; true if a look saw the
-/// frontier past `read`.
-fn tail(frontier: &AtomicU64, wakers: &TailWakers, waker: &Waker, read: u64) -> bool {
-    if frontier.load(Ordering::Acquire) > read {
-        return true;
+/// What a tailer found: whether a look saw the frontier move, and the flag
+/// its waker sets.
+struct Tailed {
+    saw: bool,
+    woken: std::sync::Arc<Flag>,
+}
+
+impl Tailed {
+    /// Whether the tailer goes on: it saw the move, or it was woken.
+    fn freed(&self) -> bool {
+        self.saw || self.woken.0.load(Ordering::SeqCst)
     }
-    wakers.register(waker);
-    frontier.load(Ordering::Acquire) > read
+}
+
+/// The tailer's part, as `LogReader::poll_next` does it: look, register a
+/// waker, look again, for the frontier past `read`.
+fn tail(frontier: &AtomicU64, wakers: &TailWakers, read: u64) -> Tailed {
+    let woken = std::sync::Arc::new(Flag(AtomicBool::new(false)));
+    let waker = Waker::from(std::sync::Arc::clone(&woken));
+    let saw = frontier.load(Ordering::Acquire) > read || {
+        wakers.register(&waker);
+        frontier.load(Ordering::Acquire) > read
+    };
+    Tailed { saw, woken }
+}
+
+/// The sync pass's part, on a thread of its own: the frontier moves to 1,
+/// 2, … `moves`, each move followed by `wake_all`.
+fn mover(wakers: &Arc<TailWakers>, frontier: &Arc<AtomicU64>, moves: u64) -> loom::thread::JoinHandle<()> {
+    let (wakers, frontier) = (Arc::clone(wakers), Arc::clone(frontier));
+    loom::thread::spawn(move || {
+        for to in 1..=moves {
+            frontier.store(to, Ordering::Release);
+            wakers.wake_all();
+        }
+    })
 }
 
 #[test]
@@ -69,18 +88,10 @@ fn a_tailer_sees_the_move_or_is_woken() {
     common::loom_check(3, || {
         let wakers = Arc::new(TailWakers::default());
         let frontier = Arc::new(AtomicU64::new(0));
-        let mover = {
-            let (wakers, frontier) = (Arc::clone(&wakers), Arc::clone(&frontier));
-            loom::thread::spawn(move || {
-                frontier.store(1, Ordering::Release);
-                wakers.wake_all();
-            })
-        };
-        let flag = std::sync::Arc::new(Flag(AtomicBool::new(false)));
-        let waker = Waker::from(std::sync::Arc::clone(&flag));
-        let saw = tail(&frontier, &wakers, &waker, 0);
+        let mover = mover(&wakers, &frontier, 1);
+        let tailed = tail(&frontier, &wakers, 0);
         mover.join().expect("mover");
-        assert!(saw || flag.0.load(Ordering::SeqCst), "INV-47: a lost wake-up");
+        assert!(tailed.freed(), "INV-47: a lost wake-up");
     });
 }
 
@@ -91,30 +102,16 @@ fn two_tailers_and_two_moves_lose_no_wake_up() {
     common::loom_check(2, || {
         let wakers = Arc::new(TailWakers::default());
         let frontier = Arc::new(AtomicU64::new(0));
-        let mover = {
-            let (wakers, frontier) = (Arc::clone(&wakers), Arc::clone(&frontier));
-            loom::thread::spawn(move || {
-                for to in 1..=2 {
-                    frontier.store(to, Ordering::Release);
-                    wakers.wake_all();
-                }
-            })
-        };
+        let mover = mover(&wakers, &frontier, 2);
         let other = {
             let (wakers, frontier) = (Arc::clone(&wakers), Arc::clone(&frontier));
-            loom::thread::spawn(move || {
-                let flag = std::sync::Arc::new(Flag(AtomicBool::new(false)));
-                let waker = Waker::from(std::sync::Arc::clone(&flag));
-                // This tailer has read up to 1: only the second move frees it.
-                (tail(&frontier, &wakers, &waker, 1), flag)
-            })
+            // This tailer has read up to 1: only the second move frees it.
+            loom::thread::spawn(move || tail(&frontier, &wakers, 1))
         };
-        let flag = std::sync::Arc::new(Flag(AtomicBool::new(false)));
-        let waker = Waker::from(std::sync::Arc::clone(&flag));
-        let saw = tail(&frontier, &wakers, &waker, 0);
+        let first = tail(&frontier, &wakers, 0);
         mover.join().expect("mover");
-        let (other_saw, other_flag) = other.join().expect("other");
-        assert!(saw || flag.0.load(Ordering::SeqCst), "INV-47: the first tailer lost its wake-up");
-        assert!(other_saw || other_flag.0.load(Ordering::SeqCst), "INV-47: the second tailer lost its wake-up");
+        let second = other.join().expect("other");
+        assert!(first.freed(), "INV-47: the first tailer lost its wake-up");
+        assert!(second.freed(), "INV-47: the second tailer lost its wake-up");
     });
 }
