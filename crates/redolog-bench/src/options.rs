@@ -177,7 +177,7 @@ pub struct BenchOptions {
     #[arg(long)]
     pub cpu_quota: Option<f64>,
     /// Device profile: disk (the --dir as it is), tmpfs (/dev/shm: the CPU
-    /// path) or sim:<latency> (/dev/shm with every fdatasync taking that long,
+    /// path) or sim:LATENCY (/dev/shm with every fdatasync taking that long,
     /// e.g. sim:100us: a fast NVMe, deterministically).
     #[arg(long, default_value = "disk")]
     pub device: Device,

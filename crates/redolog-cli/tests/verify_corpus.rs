@@ -2,12 +2,13 @@
 //! and its exit code and message match what the library finds (docs/RELIABILITY.md
 //! item 7): exit 0 and "sound" with the group count for a sound log; exit 1
 //! with the library's error message (file, offset, LSN) for a damaged one.
-//! Method: every input of `fuzz/regressions/` is turned into its directory
+//! Method: every input of the library's fuzz corpus
+//! (`crates/redolog/tests/fuzz/regressions/`) is turned into its directory
 //! (the fuzz cases' own decoding), written to a temporary directory and
 //! verified by the binary; the expectation comes from `redolog::inspect`.
 
 #[allow(dead_code)]
-#[path = "../../../fuzz/src/cases.rs"]
+#[path = "../../redolog/tests/fuzz/cases.rs"]
 mod cases;
 
 use std::path::Path;
@@ -25,7 +26,7 @@ fn expected(dir: &Path) -> Result<u64, String> {
 }
 
 fn verify_corpus(target: &str) -> usize {
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions").join(target);
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../redolog/tests/fuzz/regressions").join(target);
     let mut checked = 0;
     for entry in std::fs::read_dir(&corpus).unwrap_or_else(|error| panic!("{}: {error}", corpus.display())) {
         let input = entry.expect("directory entry").path();

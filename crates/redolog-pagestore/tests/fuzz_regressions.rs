@@ -1,10 +1,10 @@
 //! Goal: every input the `redo_records` fuzzer kept or crashed on still
 //! passes, and the case's oracle holds on runs of real records.
-//! Method: `fuzz/src/redo_records.rs` (the fuzz target's body) is compiled in
-//! here and run on every file of `fuzz/regressions/redo_records/` and on
+//! Method: `tests/fuzz/redo_records.rs` (the fuzz target's body) is compiled
+//! in here and run on every file of `tests/fuzz/regressions/redo_records/` and on
 //! seeds built from records the store writes (docs/RELIABILITY.md).
 
-#[path = "../../../fuzz/src/redo_records.rs"]
+#[path = "fuzz/redo_records.rs"]
 mod redo_records;
 
 use std::path::Path;
@@ -60,7 +60,7 @@ fn seeds() -> Vec<Vec<u8>> {
 
 #[test]
 fn redo_records_regressions_and_seeds_pass() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions/redo_records");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/regressions/redo_records");
     let mut inputs: Vec<Vec<u8>> = std::fs::read_dir(&dir)
         .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
         .filter(|entry| entry.as_ref().is_ok_and(|entry| entry.file_name() != ".gitkeep"))

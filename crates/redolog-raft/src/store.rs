@@ -194,7 +194,9 @@ impl<L: Line> LogStore<L> {
     /// Appends `entries` as one group, readable at once, and calls `flushed`
     /// from a log thread once the group is durable — with the error that
     /// poisoned the log if it never will be (docs/RAFT.md, "Durability" and
-    /// "Two openraft lines").
+    /// "Two openraft lines"). Only 0.10's core hands appends over without
+    /// waiting; 0.9's waits in `append_and_wait`.
+    #[cfg(feature = "openraft-0.10")]
     pub(crate) fn append(
         &self,
         entries: impl IntoIterator<Item = L::Entry>,

@@ -96,5 +96,5 @@ pub use recovery::{Group, LogEnd, Recovery};
 
 /// The README's usage example, compiled as a doctest so it cannot go stale.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

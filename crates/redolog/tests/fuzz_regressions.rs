@@ -1,18 +1,18 @@
 //! Goal: every input the fuzzers ever kept or crashed on still passes (B14), and
 //! the byte-level target's encoding round-trips a valid log.
-//! Method: `fuzz/src/cases.rs` (the fuzz targets' bodies) is compiled in here and
-//! run on every file of `fuzz/regressions/<target>/`: the minimised corpus of the
+//! Method: `tests/fuzz/cases.rs` (the fuzz targets' bodies) is compiled in here
+//! and run on every file of `tests/fuzz/regressions/<target>/`: the minimised corpus of the
 //! recorded runs plus every crasher found (docs/RELIABILITY.md, "Fuzzing").
 
 #[allow(dead_code)]
-#[path = "../../../fuzz/src/cases.rs"]
+#[path = "fuzz/cases.rs"]
 mod cases;
 
 use std::path::Path;
 
-/// Runs `case` on every file under `fuzz/regressions/<target>`; returns how many.
+/// Runs `case` on every file under `tests/fuzz/regressions/<target>`; returns how many.
 fn replay(target: &str, case: fn(&[u8])) -> usize {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions").join(target);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/regressions").join(target);
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
         .map(|entry| entry.expect("directory entry").path())
@@ -46,7 +46,7 @@ fn mutated_log_regressions_pass() {
 /// so every `cargo test` replays damage on sealed groups too.
 #[test]
 fn the_mutated_log_corpus_covers_encrypted_logs() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions/mutated_log");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/regressions/mutated_log");
     let encrypted = std::fs::read_dir(&dir)
         .expect("the corpus")
         .filter(|entry| {

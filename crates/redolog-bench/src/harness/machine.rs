@@ -17,7 +17,7 @@ pub struct Machine {
     pub cores: usize,
     pub kernel: String,
     pub filesystem: String,
-    /// The device profile (`--device`): disk, tmpfs or sim:<latency>.
+    /// The device profile (`--device`): disk, tmpfs or sim:LATENCY.
     pub device: String,
     pub fdatasync_p50_us: f64,
     pub fdatasync_p99_us: f64,

@@ -27,7 +27,7 @@ pub struct ReadBackOptions {
     /// Rounds; each reads the log once each way, alternating which goes first.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
-    /// Device profile, as for `bench`: disk, tmpfs or sim:<latency>.
+    /// Device profile, as for `bench`: disk, tmpfs or sim:LATENCY.
     #[arg(long, default_value = "disk")]
     pub device: Device,
     /// Directory for the log with --device disk (default: a fresh temporary

@@ -36,7 +36,7 @@ pub struct ResizeOptions {
     /// How long each "before" window lasts, in ms.
     #[arg(long, default_value_t = 1000)]
     pub before_ms: u64,
-    /// Device profile, as for `bench`: disk, tmpfs or sim:<latency>.
+    /// Device profile, as for `bench`: disk, tmpfs or sim:LATENCY.
     #[arg(long, default_value = "disk")]
     pub device: Device,
     /// Directory for the log with --device disk (default: a fresh temporary

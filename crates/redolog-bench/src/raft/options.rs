@@ -64,7 +64,7 @@ pub struct RaftStoreOptions {
     /// Rounds; the stores' order alternates from round to round.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
-    /// Device profile, as for `bench`: disk, tmpfs or sim:<latency>.
+    /// Device profile, as for `bench`: disk, tmpfs or sim:LATENCY.
     #[arg(long, default_value = "disk")]
     pub device: Device,
     /// Directory for the stores with --device disk.

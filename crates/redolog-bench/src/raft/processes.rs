@@ -147,7 +147,7 @@ impl Nodes {
     }
 }
 
-/// A process's CPU time from /proc/<pid>/stat (utime and stime, fields 14
+/// A process's CPU time from `/proc/<pid>/stat` (utime and stime, fields 14
 /// and 15, counted after the command name, which may hold spaces).
 pub(super) fn process_cpu(pid: u32) -> Result<Duration, BoxError> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;

@@ -12,7 +12,7 @@
 //! with the batch wait at zero: under openraft 0.9, whose core awaits each
 //! append's flush before the next, the wait is pure latency, and a user who
 //! measured would turn it off. One implementation for both openraft lines
-//! ([`Line`](super::line::Line)): raft-log's flush worker already returns at once, so the
+//! ([`Line`]): raft-log's flush worker already returns at once, so the
 //! lines differ only in their trait signatures.
 
 use std::fmt::Debug;

@@ -3,7 +3,7 @@
 //! openraft's RocksDB example store is — entries, the vote, the committed id
 //! and the purge point in one database, entries keyed by their index, one
 //! WriteBatch per append, `flush_wal(true)` before the flush callback,
-//! serde_json values. One implementation for both openraft lines ([`Line`](super::line::Line));
+//! serde_json values. One implementation for both openraft lines ([`Line`]);
 //! what differs is where the flush runs, as in openraft's example of each
 //! line: on 0.9 inside `append` (its core awaits the flush anyway), on 0.10
 //! on a thread spawned per append, so `append` returns at once

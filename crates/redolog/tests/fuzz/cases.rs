@@ -5,8 +5,9 @@
 //! damaged input; bounded memory and time are enforced by libFuzzer's
 //! `-rss_limit_mb`, `-malloc_limit_mb` and `-timeout` (docs/RELIABILITY.md).
 //!
-//! This file is also compiled into `crates/redolog/tests/fuzz_regressions.rs`,
-//! which replays `fuzz/regressions/` on every `cargo test`.
+//! This file is also compiled into `tests/fuzz_regressions.rs`, which replays
+//! `tests/fuzz/regressions/` on every `cargo test`, and into the cargo-fuzz
+//! targets of the repository's `fuzz/` crate.
 
 use std::path::Path;
 

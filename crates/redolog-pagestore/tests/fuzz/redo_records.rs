@@ -8,9 +8,9 @@
 //! and leaves the page as it was (`Redo::apply`'s contract). Panics only on
 //! a real finding.
 //!
-//! This file is also compiled into
-//! `crates/redolog-pagestore/tests/fuzz_regressions.rs`, which replays
-//! `fuzz/regressions/redo_records/` on every `cargo test`.
+//! This file is also compiled into `tests/fuzz_regressions.rs`, which replays
+//! `tests/fuzz/regressions/redo_records/` on every `cargo test`, and into the
+//! cargo-fuzz target of the repository's `fuzz/` crate.
 
 use redolog_pagestore::{Format, Page, PageKind, Redo};
 
