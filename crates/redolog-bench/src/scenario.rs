@@ -75,13 +75,13 @@ pub const SCENARIOS: &[ScenarioRow] = &[
             vec![
                 Variant {
                     name: "redolog-tiny",
-                    config: Config { buffer_bytes: Config::BUFFER_BYTES_MIN, ..Config::default() },
+                    config: Config::default().with_buffer_bytes(Config::BUFFER_BYTES_MIN),
                     mini_transactions: false,
                 },
                 // innodb_log_recent_closed_size=16384, the bug's setting.
                 Variant {
                     name: "mtr-closed-16k",
-                    config: Config { closed_window_bytes: 16 << 10, ..Config::default() },
+                    config: Config::default().with_closed_window_bytes(16 << 10),
                     mini_transactions: true,
                 },
             ]
@@ -136,14 +136,14 @@ pub const SCENARIOS: &[ScenarioRow] = &[
         cpu_quota: None,
         systems: &["group", "dedicated", "redolog"],
         variants: || {
-            let dedicated = Config { pipeline: Pipeline::Dedicated, ..Config::default() };
+            let dedicated = Config::default().with_pipeline(Pipeline::Dedicated);
             // The last CPU: the log threads share it with committers, but
             // never wait for a core behind each other's migrations.
             let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
             let plain = |name, config| Variant { name, config, mini_transactions: false };
             vec![
-                plain("dedicated-nice", Config { log_thread_nice: Some(-10), ..dedicated.clone() }),
-                plain("dedicated-pinned", Config { log_thread_cpus: vec![last], ..dedicated }),
+                plain("dedicated-nice", dedicated.clone().with_log_thread_nice(-10)),
+                plain("dedicated-pinned", dedicated.with_log_thread_cpus(vec![last])),
             ]
         },
         reference: "group",

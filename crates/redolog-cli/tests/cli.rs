@@ -19,7 +19,7 @@ fn text(bytes: &[u8]) -> String {
 
 /// A closed log with three groups, one of them spanning several blocks.
 fn sample_log(dir: &Path) {
-    let config = Config { capacity_bytes: 1 << 20, buffer_bytes: 64 << 10, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(1 << 20).with_buffer_bytes(64 << 10);
     let (log, _) = Log::open(dir, config).expect("create");
     log.append_group(&[b"hello", b""]).expect("append");
     log.commit(&[0xAB; 3000], Durability::Synced).expect("commit");
@@ -41,7 +41,7 @@ fn verify_accepts_a_sound_log() {
 #[test]
 fn verify_and_dump_of_a_live_log_say_it_is_in_use() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(1 << 20);
     let (log, _) = Log::open(dir.path(), config).expect("create");
     log.commit(b"live", Durability::Synced).expect("commit");
     let path = dir.path().to_str().expect("utf-8 path");
@@ -106,7 +106,7 @@ fn bench_names_the_binary_that_runs_it() {
 /// A closed log of `count` Synced groups of one `bytes`-byte record each
 /// (record `i` filled with byte `i`); returns each group's end LSN.
 fn log_of_groups(dir: &Path, count: u8, bytes: usize) -> Vec<u64> {
-    let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(1 << 20);
     let (log, _) = Log::open(dir, config).expect("create");
     let ends =
         (0..count).map(|index| log.commit(&vec![index; bytes], Durability::Synced).expect("commit").as_u64()).collect();
@@ -172,7 +172,7 @@ fn dump_refuses_a_bad_range_naming_the_nearest_boundaries() {
 #[test]
 fn dump_records_show_payloads_in_hex_and_text_up_to_the_byte_limit() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(1 << 20);
     let (log, _) = Log::open(dir.path(), config).expect("create");
     log.commit(b"page 7: set x = 'hello, world'\x00\x01", Durability::Synced).expect("commit");
     log.close().expect("close");
@@ -247,7 +247,7 @@ fn dump_follow_prints_groups_as_the_log_grows() {
     }
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(1 << 20);
     let (log, _) = Log::open(dir.path(), config).expect("create");
     log.commit(b"before", Durability::Synced).expect("commit");
     let mut tool = Reaped(
@@ -287,7 +287,7 @@ fn dump_and_verify_read_an_encrypted_log_with_its_key_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let hex = "5a".repeat(32);
     let keys = Encryption::new(Keys::new().with_key(4, Key::from_hex(&hex).expect("a key")));
-    let config = Config { capacity_bytes: 1 << 20, encryption: Some(keys), ..Config::default() };
+    let config = Config::default().with_capacity_bytes(1 << 20).with_encryption(keys);
     let (log, _) = Log::open(dir.path().join("log"), config).expect("create");
     log.commit(b"the secret payload", Durability::Synced).expect("commit");
     log.close().expect("close");
@@ -318,7 +318,7 @@ fn dump_and_verify_read_an_encrypted_log_with_its_key_file() {
 
 /// An archive of 30 groups in segments of 4 KiB; returns the groups' ends.
 fn sample_archive(dir: &Path) -> Vec<u64> {
-    let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(1 << 20);
     let log = std::sync::Arc::new(Log::open(dir.join("redo"), config).expect("create").0);
     let archiver =
         redolog::archive::Archiver::start_with_segments(&log, dir.join("archive"), 4096).expect("start the archiver");

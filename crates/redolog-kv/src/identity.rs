@@ -1,4 +1,4 @@
-//! The cluster's identity (KV-9, docs/RAFT.md): 128 random bits drawn when
+//! The cluster's identity (KV-9, [RAFT](redolog_raft::docs::raft)): 128 random bits drawn when
 //! a node is initialized, kept in `<dir>/cluster-id`, carried by every Raft
 //! RPC in the [`HEADER`] header. A node hands openraft only the RPCs of its
 //! own cluster: a node of another — a test cluster pointed at this one's

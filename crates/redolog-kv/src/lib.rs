@@ -18,7 +18,7 @@
 //! The routes are in `api.rs`; the Raft network in `network.rs` (its
 //! streamed appends' framing in `frames.rs`); the state
 //! machine, with its client sessions and its snapshots on disk, in
-//! `machine.rs` (docs/RAFT.md, "A cluster of processes").
+//! `machine.rs` ([RAFT, "A cluster of processes"](redolog_raft::docs::raft#a-cluster-of-processes)).
 //!
 //! The library is the binary's body, so a program that brings its own log
 //! store — `redolog-bench`, comparing stores across processes — runs the
@@ -222,7 +222,7 @@ pub fn open_store(options: &Options) -> Result<RedologLogStore<TypeConfig>, Fail
     // Every directory and file of the node is its user's alone (0700,
     // 0600), as the log's are.
     machine::private_dir(&options.dir)?;
-    let config = redolog::Config { capacity_bytes: options.log_mib << 20, ..redolog::Config::default() };
+    let config = redolog::Config::default().with_capacity_bytes(options.log_mib << 20);
     Ok(RedologLogStore::<TypeConfig>::open(options.dir.join("raft-log"), config)?)
 }
 

@@ -423,7 +423,7 @@ mod snapshot {
     }
 }
 
-/// Applies `command` once per session number (KV-1, docs/RAFT.md).
+/// Applies `command` once per session number (KV-1, [RAFT](redolog_raft::docs::raft)).
 fn apply_once(applied: &mut Applied, command: Command) -> Response {
     let Some(Session { client, seq }) = command.session else {
         return apply(&mut applied.data, command.request);

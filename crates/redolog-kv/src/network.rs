@@ -11,7 +11,7 @@
 //! follower's answers from the response's body in the same order. One
 //! HTTP/2 stream keeps the order; the follower hands the requests to
 //! `Raft::stream_append`, which appends them in order and answers each once
-//! its entries are flushed (KV-5, KV-6, KV-7: docs/RAFT.md, "A cluster of
+//! its entries are flushed (KV-5, KV-6, KV-7: [RAFT](redolog_raft::docs::raft), "A cluster of
 //! processes"). Single calls — votes, snapshots, and each heartbeat (a
 //! stream of one request) — go over HTTP/1.1, whose request leaves in one
 //! write. Every call names the node's cluster (KV-9, `identity.rs`); a node

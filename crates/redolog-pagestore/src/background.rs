@@ -1,4 +1,4 @@
-//! The engine's background threads (docs/PAGESTORE.md §10): the page
+//! The engine's background threads ([PAGESTORE §10](crate::docs::pagestore#10-page-cleaners-the-checkpointer-the-free-check)): the page
 //! cleaners, one per instance up to InnoDB's default of four and the usable
 //! CPUs (`cleaners.rs` has their work), and the checkpointer, at a raised
 //! priority; or the cleaners a benchmark's policy asks for (`policy.rs`).

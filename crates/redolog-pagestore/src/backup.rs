@@ -1,4 +1,4 @@
-//! Hot backup and point-in-time restore (docs/PAGESTORE.md §11): the data
+//! Hot backup and point-in-time restore ([PAGESTORE §11](crate::docs::pagestore#11-hot-backup-and-point-in-time-restore)): the data
 //! file copied page by page while the store runs, the log kept by an
 //! archiver from the backup's checkpoint on; a restore copies the pages back
 //! and replays the archive onto them up to the LSN asked for, as Percona

@@ -1,4 +1,4 @@
-//! B+trees of fixed-size records on the buffer pool (docs/PAGESTORE.md §8):
+//! B+trees of fixed-size records on the buffer pool ([PAGESTORE §8](crate::docs::pagestore#8-the-btree)):
 //! every change is a redo record inside the caller's mini-transaction, a
 //! split is part of the same mini-transaction, so recovery sees it whole.
 //!
@@ -343,7 +343,7 @@ impl BTree {
 }
 
 /// A tree's index lock, held: what every change of the tree, and every read
-/// inside a mini-transaction, goes through (PS-7, docs/PAGESTORE.md §8). A
+/// inside a mini-transaction, goes through (PS-7, [PAGESTORE §8](crate::docs::pagestore#8-the-btree)). A
 /// shared one inserts optimistically (a full leaf is [`Outcome::Full`],
 /// nothing changed); an exclusive one splits.
 pub struct Index<'a> {

@@ -1,5 +1,5 @@
 //! The buffer pool: instances, each with a mutex over its page hash and LRU
-//! order and another over its flush list (docs/PAGESTORE.md §6).
+//! order and another over its flush list ([PAGESTORE §6](crate::docs::pagestore#6-the-buffer-pool)).
 //!
 //! Lock order: a frame's latch, then its instance's mutex or its flush-list
 //! mutex (never both). A thread holding an instance mutex only tries frame
@@ -193,7 +193,7 @@ impl BufferPool {
     /// checkpoint lies at or below each dirty page's oldest modification,
     /// so a page's first change after a checkpoint finds it clean: this
     /// bounds the full-page images PostgreSQL-style torn-page protection
-    /// would log (docs/PAGESTORE.md §4.1).
+    /// would log ([PAGESTORE §4.1](crate::docs::pagestore#41-torn-pages-the-doublewrite-file)).
     pub fn pages_dirtied(&self) -> u64 {
         self.dirtied.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -223,7 +223,7 @@ impl BufferPool {
     }
 
     /// Writes the dirty ones of `pages` as one batch; returns how many.
-    /// Latches are not held across the I/O (docs/PAGESTORE.md §10):
+    /// Latches are not held across the I/O ([PAGESTORE §10](crate::docs::pagestore#10-page-cleaners-the-checkpointer-the-free-check)):
     /// 1. under each page's latch, a copy and its page LSN, if no other
     ///    flush holds the page (its io-fix: a page another flush copied is
     ///    skipped, so copies of one page reach the file in order);

@@ -1,4 +1,4 @@
-//! The page cleaners' work (docs/PAGESTORE.md §10): each instance's oldest
+//! The page cleaners' work ([PAGESTORE §10](crate::docs::pagestore#10-page-cleaners-the-checkpointer-the-free-check)): each instance's oldest
 //! pages at a rate set by the checkpoint age, the LRU flush of a full
 //! instance, and past the async mark a sync flush that keeps statements away
 //! from the free check.

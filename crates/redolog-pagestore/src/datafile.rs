@@ -1,6 +1,6 @@
 //! The data file: page `n` at offset `n × PAGE_BYTES`, all I/O through
 //! redolog's `Storage` trait so the crash tests run the log and the pages on
-//! one `CrashStorage` (docs/PAGESTORE.md §4); and its doublewrite file,
+//! one `CrashStorage` ([PAGESTORE §4](crate::docs::pagestore#4-the-data-file)); and its doublewrite file,
 //! which keeps a page write that a power loss tears from costing the page
 //! (§4.1).
 

@@ -1,6 +1,6 @@
 //! The engine the statements and the background threads share: the log, the
 //! buffer pool, the checkpoint, and how the free check behaves
-//! (docs/PAGESTORE.md §10). The jobs on it live beside it: the free check
+//! ([PAGESTORE §10](crate::docs::pagestore#10-page-cleaners-the-checkpointer-the-free-check)). The jobs on it live beside it: the free check
 //! (`free_check.rs`), the page cleaners (`cleaners.rs`), the background
 //! threads (`background.rs`); a benchmark may replace the first two
 //! ([`SpacePolicy`], its handle's methods in `policy.rs`).

@@ -1,4 +1,4 @@
-//! InnoDB's `log_free_check` (docs/PAGESTORE.md §10): one coordinator flushes
+//! InnoDB's `log_free_check` ([PAGESTORE §10](crate::docs::pagestore#10-page-cleaners-the-checkpointer-the-free-check)): one coordinator flushes
 //! when the log says a checkpoint is wanted (`Log::checkpoint_wanted`, 3/4
 //! of its usable bytes), the threads that must wait sleep on an
 //! event, and the threads that need not wait pay two atomic loads (MySQL bug

@@ -1,4 +1,4 @@
-//! The latch order (docs/PAGESTORE.md §8, "Latch order"), written once
+//! The latch order ([PAGESTORE §8](crate::docs::pagestore#8-the-btree), "Latch order"), written once
 //! and checked here in debug builds, as InnoDB's sync-order check
 //! (`sync0debug`) checks its latch levels: the index locks (`LockOrder`,
 //! taken by `BTree`'s guards) and the page latches (`LatchOrder`, checked
@@ -7,7 +7,7 @@
 #[cfg(debug_assertions)]
 use crate::page::{Page, PageNo, META_PAGE};
 
-/// The index locks' order (docs/PAGESTORE.md §8, "Latch order"): a thread
+/// The index locks' order ([PAGESTORE §8](crate::docs::pagestore#8-the-btree), "Latch order"): a thread
 /// takes trees' locks in increasing tree number, so two statements never
 /// wait for each other's trees (InnoDB's sync-order check, `sync0debug`).
 /// Debug builds keep the trees a thread holds and panic on a lock taken out
@@ -65,7 +65,7 @@ impl Drop for LockOrder {
     }
 }
 
-/// The page latch order (docs/PAGESTORE.md §8, "Latch order"), checked in
+/// The page latch order ([PAGESTORE §8](crate::docs::pagestore#8-the-btree), "Latch order"), checked in
 /// debug builds on every latch a mini-transaction takes, as InnoDB's
 /// sync-order check (`sync0debug`) checks its latch levels. Pages of a tree
 /// whose index lock this thread holds exclusive, the meta page, and pages

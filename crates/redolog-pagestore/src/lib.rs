@@ -2,7 +2,7 @@
 //! its redo log: 16 KiB pages with a page LSN and a checksum, every change a
 //! physiological redo record, a mini-transaction one redolog group (recovery
 //! sees all of it or none), and recovery that replays redo onto pages
-//! idempotently through their page LSNs (docs/PAGESTORE.md).
+//! idempotently through their page LSNs ([PAGESTORE](crate::docs::pagestore)).
 //!
 //! No SQL, no MVCC, no undo: a transaction is one mini-transaction plus its
 //! commit wait.
@@ -29,6 +29,14 @@
 
 #![cfg_attr(not(test), deny(clippy::expect_used))]
 #![warn(missing_docs)]
+
+/// The document the rustdoc cites, shipped with the crate so the citations
+/// resolve wherever the docs are read: pages, redo records, recovery, the
+/// buffer pool and the checkpointer.
+pub mod docs {
+    #[doc = include_str!("../docs/PAGESTORE.md")]
+    pub mod pagestore {}
+}
 
 mod background;
 mod backup;

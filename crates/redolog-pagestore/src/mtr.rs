@@ -1,4 +1,4 @@
-//! The mini-transaction (docs/PAGESTORE.md §7): latch pages, change them
+//! The mini-transaction ([PAGESTORE §7](crate::docs::pagestore#7-the-mini-transaction)): latch pages, change them
 //! through redo records, commit as one redolog group.
 //!
 //! Pages are latched in the order the caller asks and held to the end;

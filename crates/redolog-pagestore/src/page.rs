@@ -1,5 +1,5 @@
 //! The 16 KiB page: a header with the page LSN and a checksum, then
-//! fixed-size records sorted by key (docs/PAGESTORE.md §2). Every change a
+//! fixed-size records sorted by key ([PAGESTORE §2](crate::docs::pagestore#2-the-page)). Every change a
 //! redo record makes is a method here that checks it fits first and reports
 //! why not, so replay never writes outside a page or past its records.
 

@@ -1,5 +1,5 @@
 //! Measurement only: another free check and other page cleaners in place of
-//! the engine's (docs/PAGESTORE.md §10), so a benchmark can run an older
+//! the engine's ([PAGESTORE §10](crate::docs::pagestore#10-page-cleaners-the-checkpointer-the-free-check)), so a benchmark can run an older
 //! engine's behaviour on this one — `redolog-bench bench --scenario
 //! seed-convoy` runs its copy of MySQL 5.6.10's (MySQL bug #68555) this way.
 //! The engine's own free check and cleaners never go through here. The

@@ -1,7 +1,7 @@
 //! Page recovery: the groups redolog's recovery returns, replayed onto the
 //! pages they name, each record applied only where the page has not seen
 //! its group yet (PS-2), then the changed pages written back and synced
-//! (docs/PAGESTORE.md §5).
+//! ([PAGESTORE §5](crate::docs::pagestore#5-recovery)).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,5 +1,5 @@
 //! Physiological redo records: each names one page and a change inside it
-//! (docs/PAGESTORE.md §3). A mini-transaction is one redolog group of them.
+//! ([PAGESTORE §3](crate::docs::pagestore#3-redo-records)). A mini-transaction is one redolog group of them.
 //! Decoding reports what is wrong with bytes it cannot read; applying reports
 //! a change that does not fit the page it lands on. Neither panics.
 

@@ -19,7 +19,7 @@ pub struct EngineStats {
     /// evict.
     pub lru_pages_flushed: u64,
     /// Pages that went from clean to dirty (each a full-page image, were
-    /// torn pages cured that way: docs/PAGESTORE.md §4.1).
+    /// torn pages cured that way: [PAGESTORE §4.1](crate::docs::pagestore#41-torn-pages-the-doublewrite-file)).
     pub pages_dirtied: u64,
     /// The log's end LSN: bytes logged since it was created.
     pub log_end: u64,

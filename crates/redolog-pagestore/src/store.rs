@@ -1,5 +1,5 @@
 //! The page store: its log, its data file, its buffer pool and its tables
-//! (docs/PAGESTORE.md §9). Opening replays the log onto the pages first.
+//! ([PAGESTORE §9](crate::docs::pagestore#9-tables-and-the-store)). Opening replays the log onto the pages first.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -47,7 +47,7 @@ pub struct Options {
     /// `None`.
     #[doc(hidden)]
     pub space_policy: Option<Arc<dyn SpacePolicy>>,
-    /// Measurement only (`redolog-bench bench --no-doublewrite`, docs/PAGESTORE.md
+    /// Measurement only (`redolog-bench bench --no-doublewrite`, [PAGESTORE](crate::docs::pagestore)
     /// §4.1): pages written in place without the doublewrite copy, which a
     /// power loss can tear for good. Never set it for data you keep.
     #[doc(hidden)]
@@ -220,7 +220,7 @@ impl PageStore {
 
     /// InnoDB's `log_free_check`, which every statement makes first: waits,
     /// on an event, while the log is short of space and one thread flushes
-    /// pages and checkpoints to make room (docs/PAGESTORE.md §10).
+    /// pages and checkpoints to make room ([PAGESTORE §10](crate::docs::pagestore#10-page-cleaners-the-checkpointer-the-free-check)).
     pub fn free_check(&self) -> Result<()> {
         self.engine.free_check()
     }
@@ -234,7 +234,7 @@ impl PageStore {
     /// ```
     /// # use redolog_pagestore::{Options, PageStore, Row, C_BYTES, PAD_BYTES};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let log = redolog::Config { buffer_bytes: 1 << 20, closed_window_bytes: 1 << 20, ..redolog::Config::default() };
+    /// # let log = redolog::Config::default().with_buffer_bytes(1 << 20).with_closed_window_bytes(1 << 20);
     /// let (mut store, _) = PageStore::open(dir.path(), Options { log, ..Options::default() }).unwrap();
     /// let table = store.create_table().unwrap();
     /// let row = Row { id: 1, k: 7, c: [b'c'; C_BYTES], pad: [b'p'; PAD_BYTES] };

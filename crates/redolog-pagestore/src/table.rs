@@ -1,5 +1,5 @@
 //! A sysbench-shaped table: a clustered B+tree on `id` holding `(k, c,
-//! pad)`, and a secondary B+tree on `(k, id)` (docs/PAGESTORE.md §9). Every
+//! pad)`, and a secondary B+tree on `(k, id)` ([PAGESTORE §9](crate::docs::pagestore#9-tables-and-the-store)). Every
 //! statement is one mini-transaction over both trees, so recovery never sees
 //! one index changed without the other.
 

@@ -1,4 +1,4 @@
-//! Wait counters for the page store's wait sites (docs/PAGESTORE.md §10):
+//! Wait counters for the page store's wait sites ([PAGESTORE §10](crate::docs::pagestore#10-page-cleaners-the-checkpointer-the-free-check)):
 //! for each, how many acquisitions had to wait and for how long in all. The
 //! acquisitions that did not wait are not counted — an atomic increment on
 //! one shared cache line per latch would cost every statement — so the

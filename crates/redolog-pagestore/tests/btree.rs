@@ -20,7 +20,7 @@ const VALUE_BYTES: usize = 1000;
 
 fn config() -> Config {
     // Small rings: a debug build fills the default 16 MiB ring at each open.
-    Config { capacity_bytes: 64 << 20, buffer_bytes: 1 << 20, closed_window_bytes: 1 << 20, ..Config::default() }
+    Config::default().with_capacity_bytes(64 << 20).with_buffer_bytes(1 << 20).with_closed_window_bytes(1 << 20)
 }
 
 fn key(id: u64) -> Vec<u8> {

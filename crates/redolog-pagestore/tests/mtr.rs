@@ -21,7 +21,7 @@ const THREADS: u32 = 4;
 
 fn config() -> Config {
     // Small rings: a debug build fills the default 16 MiB ring at each open.
-    Config { capacity_bytes: 4 << 20, buffer_bytes: 64 << 10, closed_window_bytes: 64 << 10, ..Config::default() }
+    Config::default().with_capacity_bytes(4 << 20).with_buffer_bytes(64 << 10).with_closed_window_bytes(64 << 10)
 }
 
 fn init(page: PageNo) -> Redo {

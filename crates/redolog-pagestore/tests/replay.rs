@@ -22,7 +22,7 @@ const PAGES: [PageNo; 3] = [1, 2, 7];
 fn config() -> Config {
     // Small rings: a debug build fills the default 16 MiB buffer byte by byte at
     // every open, and this test opens the log 48 times.
-    Config { capacity_bytes: 1 << 20, buffer_bytes: 64 << 10, closed_window_bytes: 64 << 10, ..Config::default() }
+    Config::default().with_capacity_bytes(1 << 20).with_buffer_bytes(64 << 10).with_closed_window_bytes(64 << 10)
 }
 
 fn init(page: PageNo) -> Redo {

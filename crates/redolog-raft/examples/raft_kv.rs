@@ -24,7 +24,7 @@ type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 /// Starts node `id` on its log directory (recovering what is there).
 async fn start(id: u64, dir: &Path, router: &Router, config: &Arc<Config>) -> Result<(Node, Machine), Failure> {
-    let config_1mib = redolog::Config { capacity_bytes: 1 << 20, ..redolog::Config::default() };
+    let config_1mib = redolog::Config::default().with_capacity_bytes(1 << 20);
     let mut store = Store::open(dir.join(format!("node-{id}")), config_1mib)?;
     if let Some(last) = store.get_log_state().await?.last_log_id {
         println!("node {id} recovered its log up to index {} from its redolog store", last.index);

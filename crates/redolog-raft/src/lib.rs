@@ -9,7 +9,7 @@
 //! `RaftLogReader` for any `RaftTypeConfig` whose entries serialize with
 //! serde; records, recovery, the index, the cache, purge and space are one
 //! implementation, and a log written on one line opens on the other
-//! (docs/RAFT.md, "Two openraft lines": choose 0.10 for throughput — its
+//! ([RAFT, "Two openraft lines"](crate::docs::raft#two-openraft-lines): choose 0.10 for throughput — its
 //! core does not wait for an append — and 0.9 while you need a stable
 //! release). What the store promises:
 //!
@@ -26,7 +26,7 @@
 //! - **truncate and `purge`** append a record and do not wait: the log is
 //!   sequential, so the next durable append or vote makes them durable too,
 //!   and losing one in a crash before that is losing an operation Raft redoes
-//!   (docs/RAFT.md, "Durability").
+//!   ([RAFT, "Durability"](crate::docs::raft#durability)).
 //! - **`save_committed`** appends nothing by itself: the committed id goes
 //!   first in the next group the store appends, or is appended when the store
 //!   is dropped — no fdatasync of its own for a hint openraft may lose.
@@ -36,7 +36,7 @@
 //!   reader.
 //! - **Space**: a purge lets the store checkpoint the log at the group of the
 //!   first entry it keeps, after re-appending the vote, the committed id and the
-//!   purge point — a checkpoint never drops any of them (docs/RAFT.md,
+//!   purge point — a checkpoint never drops any of them ([RAFT](crate::docs::raft),
 //!   "Space"). The log must be large enough for the entries Raft keeps between
 //!   snapshots.
 //!
@@ -55,6 +55,14 @@
 
 #[cfg(not(any(feature = "openraft-0.9", feature = "openraft-0.10")))]
 compile_error!("redolog-raft needs an openraft line: the feature `openraft-0.9` (default) or `openraft-0.10`, or both");
+
+/// The document the rustdoc cites, shipped with the crate so the citations
+/// resolve wherever the docs are read: the store's records, durability and
+/// space, and the replicated service built on it.
+pub mod docs {
+    #[doc = include_str!("../docs/RAFT.md")]
+    pub mod raft {}
+}
 
 mod error;
 mod line;

@@ -2,7 +2,7 @@
 //! entry, a log id and a vote. Everything else — records, recovery, the
 //! position index, the cache, purge and space — is one implementation over
 //! this trait ([`LogStore`](crate::LogStore)); each line's module adds only
-//! its trait signatures (docs/RAFT.md, "Two openraft lines").
+//! its trait signatures ([RAFT, "Two openraft lines"](crate::docs::raft#two-openraft-lines)).
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

@@ -1,15 +1,15 @@
 //! The store on openraft 0.10 (`=0.10.0-alpha.37`): its `RaftLogStorage`
 //! and `RaftLogReader` on [`LogStore`], nothing more — the store itself is
-//! shared with the 0.9 line (docs/RAFT.md, "Two openraft lines"). Cargo
+//! shared with the 0.9 line ([RAFT, "Two openraft lines"](crate::docs::raft#two-openraft-lines)). Cargo
 //! feature `openraft-0.10`.
 //!
 //! On this line openraft's core submits an append and goes on without
 //! waiting for it: the store's group commit then covers every append in
 //! flight with one fdatasync, and `IOFlushed` fires from a log thread once
 //! the covering fdatasync returned — never before, and with the error if the
-//! log is poisoned (docs/RAFT.md, "Two openraft lines").
+//! log is poisoned ([RAFT, "Two openraft lines"](crate::docs::raft#two-openraft-lines)).
 //!
-//! The store keeps the committed id lazily (docs/RAFT.md, "Durability"): a
+//! The store keeps the committed id lazily ([RAFT, "Durability"](crate::docs::raft#durability)): a
 //! node that serves reads must set openraft's `enable_leader_restore` to
 //! `Some(false)`, or a leader restarted in its own term serves read-index
 //! reads from a machine re-applied only to a stale committed id (KV-4).

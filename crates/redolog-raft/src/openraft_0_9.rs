@@ -1,6 +1,6 @@
 //! The store on openraft 0.9 (`=0.9.25`, feature `storage-v2`): its
 //! `RaftLogStorage` and `RaftLogReader` on [`LogStore`], nothing more — the
-//! store itself is shared with the 0.10 line (docs/RAFT.md, "Two openraft
+//! store itself is shared with the 0.10 line ([RAFT](crate::docs::raft), "Two openraft
 //! lines"). Cargo feature `openraft-0.9` (on by default).
 //!
 //! ```no_run
@@ -111,7 +111,7 @@ where
     }
 
     /// 0.9's core awaits every append's flush before it goes on: the append
-    /// waits in place and calls back before it returns (docs/RAFT.md,
+    /// waits in place and calls back before it returns ([RAFT](crate::docs::raft),
     /// "Durability").
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), StorageError<C::NodeId>>
     where

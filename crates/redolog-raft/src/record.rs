@@ -1,4 +1,4 @@
-//! The store's records (docs/RAFT.md, "Records"): one redolog record each,
+//! The store's records ([RAFT, "Records"](crate::docs::raft#records)): one redolog record each,
 //! `[version][kind]` then the body. Entries carry their index in the header,
 //! so the position index is rebuilt without parsing a payload; the rest of a
 //! body is openraft's serde form, as JSON, pinned by `tests/golden.rs`.
@@ -19,7 +19,7 @@ const TRUNCATE: u8 = 4;
 const PURGE: u8 = 5;
 const STATE: u8 = 6;
 
-/// What a checkpoint must not drop, re-appended before it (docs/RAFT.md,
+/// What a checkpoint must not drop, re-appended before it ([RAFT](crate::docs::raft),
 /// "Space").
 #[derive(Serialize, Deserialize)]
 #[serde(bound = "")]

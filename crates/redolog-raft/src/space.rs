@@ -1,6 +1,6 @@
 //! Space: a purge lets the store checkpoint the log at the group of the
 //! first entry it keeps, after re-appending what a checkpoint must not drop
-//! (docs/RAFT.md, "Space").
+//! ([RAFT, "Space"](crate::docs::raft#space)).
 
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ use crate::state::Shared;
 /// Checkpoints the log at the group of the first entry kept, once that
 /// frees an eighth of the log: first the vote, the committed id and the
 /// purge point are appended again and made durable after it, so the
-/// checkpoint drops none of them (docs/RAFT.md, "Space").
+/// checkpoint drops none of them ([RAFT, "Space"](crate::docs::raft#space)).
 pub(crate) async fn reclaim<L: Line>(shared: &Arc<Shared<L>>) -> Result<(), Error> {
     let (target, kept) = {
         let state = shared.state();

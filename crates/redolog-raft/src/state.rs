@@ -133,7 +133,7 @@ impl<L: Line> Shared<L> {
     /// there is one, and hands `update` the locked view and where the group
     /// went.
     ///
-    /// RS-1 (docs/RAFT.md, "Appends"): the group's start and end are the
+    /// RS-1 ([RAFT, "Appends"](crate::docs::raft#appends)): the group's start and end are the
     /// log's own answer (`Log::append_group_range`), not the end of the group
     /// the view saw last, so the position index is true whoever appends
     /// meanwhile — a clone of the store, a purge's checkpoint record, the

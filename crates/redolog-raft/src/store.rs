@@ -181,7 +181,7 @@ impl<L: Line> LogStore<L> {
         Ok(self.shared.log.wait_async(end, Durability::Synced).await?)
     }
 
-    /// Keeps the committed id for the next group (docs/RAFT.md,
+    /// Keeps the committed id for the next group ([RAFT](crate::docs::raft),
     /// "Durability"): no append, no fdatasync of its own.
     pub(crate) fn save_committed(&self, committed: Option<L::LogId>) -> Result<(), Error> {
         let record = record::committed::<L>(&committed)?;
@@ -193,7 +193,7 @@ impl<L: Line> LogStore<L> {
 
     /// Appends `entries` as one group, readable at once, and calls `flushed`
     /// from a log thread once the group is durable — with the error that
-    /// poisoned the log if it never will be (docs/RAFT.md, "Durability" and
+    /// poisoned the log if it never will be ([RAFT, "Durability"](crate::docs::raft#durability) and
     /// "Two openraft lines"). Only 0.10's core hands appends over without
     /// waiting; 0.9's waits in `append_and_wait`.
     #[cfg(feature = "openraft-0.10")]
@@ -262,7 +262,7 @@ impl<L: Line> LogStore<L> {
     }
 
     /// Removes the entries up to `upto` (inclusive) and reclaims the space
-    /// they held once that is an eighth of the log (docs/RAFT.md, "Space").
+    /// they held once that is an eighth of the log ([RAFT, "Space"](crate::docs::raft#space)).
     pub(crate) async fn purge(&self, upto: L::LogId) -> Result<(), Error> {
         let record = record::purge::<L>(&upto)?;
         self.shared.append_group(&[record], |state, _| state.purge(upto))?;

@@ -30,7 +30,7 @@ fn entry(index: u64) -> Entry<common::v0_9::TypeConfig> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clones_appending_at_once_keep_every_entry_readable() {
-    let config = redolog::Config { capacity_bytes: 16 << 20, ..redolog::Config::default() };
+    let config = redolog::Config::default().with_capacity_bytes(16 << 20);
     let store = common::v0_9::Store::open_with_storage(Path::new("log"), config, redolog::storage::MemStorage::new())
         .expect("open");
     let mut entries = store.clone();

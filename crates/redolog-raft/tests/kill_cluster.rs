@@ -30,7 +30,7 @@ const NODES: u64 = 3;
 /// Big enough for every round's writes: no snapshots, so nothing is purged
 /// (the tests' state machine keeps its snapshots in memory only).
 fn config() -> redolog::Config {
-    redolog::Config { capacity_bytes: 16 << 20, ..redolog::Config::default() }
+    redolog::Config::default().with_capacity_bytes(16 << 20)
 }
 
 fn open<S: Line>(dir: &Path, id: u64) -> S {

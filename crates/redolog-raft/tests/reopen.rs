@@ -114,7 +114,7 @@ async fn a_checkpoint_after_a_purge_keeps_everything_0_10() {
 /// that begin with a committed id.
 async fn entries_the_cache_dropped_are_read_from_the_files<S: Line>() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = redolog::Config { capacity_bytes: 8 << 20, ..redolog::Config::default() };
+    let config = redolog::Config::default().with_capacity_bytes(8 << 20);
     let mut store = S::open_with(dir.path(), config).expect("open");
     for batch in 0..100u64 {
         // As a leader does: the committed id before most appends, so those

@@ -54,7 +54,7 @@ fn append(c: &mut Criterion) {
         [("Log::append 128 B (/dev/shm)", None), ("encrypted Log::append 128 B (/dev/shm)", Some(key()))]
     {
         let dir = tempfile::Builder::new().prefix("redolog-hot-paths-").tempdir_in("/dev/shm").expect("tempdir");
-        let (log, _) = Log::open(dir.path(), Config { encryption, ..Config::default() }).expect("open");
+        let (log, _) = Log::open(dir.path(), Config::default().with_encryption(encryption)).expect("open");
         let record = [0x5Au8; 128];
         let mut appended = 0u64;
         c.bench_function(name, |b| {

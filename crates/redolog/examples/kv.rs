@@ -42,7 +42,7 @@ impl Engine {
     fn open(dir: &Path) -> Result<Engine> {
         std::fs::create_dir_all(dir)?;
         let (mut map, snapshot_lsn) = read_snapshot(&dir.join("snapshot"))?;
-        let config = Config { capacity_bytes: 8 << 20, ..Config::default() };
+        let config = Config::default().with_capacity_bytes(8 << 20);
         let (log, recovery) = Log::open(dir.join("redo"), config)?;
         let mut replayed = 0;
         for group in recovery {

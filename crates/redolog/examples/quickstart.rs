@@ -5,7 +5,7 @@ use redolog::{Config, Durability, Log};
 
 fn main() -> Result<(), redolog::Error> {
     let dir = std::env::args().nth(1).unwrap_or_else(|| "quickstart-log".into());
-    let config = Config { capacity_bytes: 4 << 20, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(4 << 20);
     let (log, recovery) = Log::open(&dir, config)?;
     println!("recovering from {dir}: {:?}", recovery.end());
     for group in recovery {

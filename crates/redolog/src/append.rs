@@ -1,4 +1,4 @@
-//! The append path: reserve, wait for space, copy, publish (docs/DESIGN.md §1.1–1.4).
+//! The append path: reserve, wait for space, copy, publish ([DESIGN §1.1–1.4](crate::docs::design#11-reserve)).
 //!
 //! No lock is taken here. The only shared writes are the `fetch_add` on `sn`, the
 //! appender's own ring bytes and link slot, and the link-buffer tail.
@@ -128,7 +128,7 @@ impl Appender {
     }
 
     /// Sets the largest group the files hold: a resize lowers it before a
-    /// shrink and sets the new files' after its switch (docs/DESIGN.md §1.18).
+    /// shrink and sets the new files' after its switch ([DESIGN §1.18](crate::docs::design#118-online-resize)).
     pub(crate) fn set_capacity(&self, capacity: u64) {
         self.capacity.store(capacity, Ordering::Relaxed);
     }

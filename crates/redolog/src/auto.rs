@@ -1,5 +1,5 @@
 //! `Pipeline::Auto`: choosing between group commit and the dedicated log threads
-//! at run time (docs/DESIGN.md §1.12).
+//! at run time ([DESIGN §1.12](crate::docs::design#112-choosing-the-pipeline-auto)).
 //!
 //! Every 100 ms, after a write pass, `Auto` looks at what was measured over the
 //! last interval. Where one pipeline wins by construction (a sync too short to
@@ -62,7 +62,7 @@ pub(crate) struct Rule {
     pub(crate) choose: Pipeline,
 }
 
-/// The rule table (docs/DESIGN.md §1.12 gives the measurements behind each
+/// The rule table ([DESIGN §1.12](crate::docs::design#112-choosing-the-pipeline-auto) gives the measurements behind each
 /// row). Where no row applies, `Auto` measures.
 pub(crate) const RULES: &[Rule] = &[
     Rule {

@@ -1,6 +1,6 @@
 //! The in-memory ring of blocks that appenders copy into and the writer writes from.
 //!
-//! docs/DESIGN.md §1.2–1.3. The ring holds blocks in their on-disk layout: byte
+//! [DESIGN §1.2–1.3](crate::docs::design#12-ring-space). The ring holds blocks in their on-disk layout: byte
 //! `lsn` lives at ring offset `lsn mod ring_bytes`, and a block never straddles the
 //! end of the ring. Many threads write disjoint byte ranges at once, so the memory
 //! is `UnsafeCell` and every access states which protocol rule makes it exclusive.
@@ -96,7 +96,7 @@ impl RingBuffer {
     }
 
     /// Seals a full block in place: header fields, an encrypted log's cipher
-    /// (its data encrypted in place), CRC (docs/FORMAT.md §5, §6.1).
+    /// (its data encrypted in place), CRC ([FORMAT §5](crate::docs::format#5-block-512-bytes), §6.1).
     ///
     /// # Safety
     /// The caller must own the block: it holds the write role and the block lies

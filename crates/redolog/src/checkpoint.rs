@@ -1,5 +1,5 @@
 //! Checkpoints: the caller's promise that everything before an LSN is persistent
-//! elsewhere, stored in two alternating slots (docs/DESIGN.md §1.8, INV-7, INV-15),
+//! elsewhere, stored in two alternating slots ([DESIGN §1.8](crate::docs::design#18-checkpoints-and-file-space), INV-7, INV-15),
 //! and the consumers the slots keep with it (§1.16, INV-32).
 
 use std::path::PathBuf;
@@ -36,7 +36,7 @@ struct Last {
     closed: bool,
     /// Blocks in the ring of files: the file limit is a lap past the floor.
     /// A resize lowers it before a shrink and sets the new files' at its
-    /// switch (docs/DESIGN.md §1.18).
+    /// switch ([DESIGN §1.18](crate::docs::design#118-online-resize)).
     ring_blocks: u64,
     /// File 0, which holds the slots, and its path.
     file: Arc<dyn StorageFile>,
@@ -70,7 +70,7 @@ impl Last {
 
 /// A checkpoint in flight's hold on the file limit it waits to reach
 /// (INV-42), given back when dropped. Giving it back never lowers the limit
-/// (only a holder of the I/O gate may, docs/DESIGN.md §1.18): a shrink
+/// (only a holder of the I/O gate may, [DESIGN §1.18](crate::docs::design#118-online-resize)): a shrink
 /// waiting for it is woken, and settles the limit itself.
 struct Reach<'a, W> {
     checkpoints: &'a Checkpoints,
@@ -109,13 +109,13 @@ pub(crate) struct Checkpoints {
     /// How many data bytes the log's blocks hold: which LSNs are positions.
     geometry: Geometry,
     /// Counts the changes a shrink waits for (a slot written, a reach given
-    /// back): its wait's predicate (docs/DESIGN.md §1.18).
+    /// back): its wait's predicate ([DESIGN §1.18](crate::docs::design#118-online-resize)).
     changes: AtomicU64,
     /// The write gate (INV-43): no slot once the directory's lock is released.
     owner: Arc<Owner>,
 }
 
-/// The checkpoint coordinator held for a resize's switch (docs/DESIGN.md
+/// The checkpoint coordinator held for a resize's switch ([DESIGN](crate::docs::design)
 /// §1.18): no checkpoint or consumer change runs meanwhile.
 pub(crate) struct SwitchSlots<'a> {
     checkpoints: &'a Checkpoints,
@@ -170,7 +170,7 @@ impl Checkpoints {
         stages.space_freed();
     }
 
-    /// The log's id (FORMAT.md §2).
+    /// The log's id ([FORMAT §2](crate::docs::format#2-file-header-offset-0-one-512-byte-block)).
     pub(crate) fn log_id(&self) -> u128 {
         self.log_id
     }
@@ -457,7 +457,7 @@ impl Checkpoints {
         }
     }
 
-    /// A shrinking resize's first state (docs/DESIGN.md §1.18): the file
+    /// A shrinking resize's first state ([DESIGN §1.18](crate::docs::design#118-online-resize)): the file
     /// limit becomes a lap of `ring_blocks` past the floor, if that is
     /// smaller, but never below what a checkpoint in flight waits to reach
     /// (INV-42). Called again as the shrink waits, so the limit settles on

@@ -1,6 +1,6 @@
 //! The closed LSN (MySQL's `recent_closed`): which groups their callers have
 //! closed — registered the pages they dirtied — and the end of the longest
-//! closed prefix (docs/DESIGN.md §1.13, INV-21, INV-22).
+//! closed prefix ([DESIGN §1.13](crate::docs::design#113-mini-transactions-and-the-closed-lsn-mysqls-recent_closed), INV-21, INV-22).
 //!
 //! A mini-transaction commit is reserve → copy → publish to the link buffer
 //! (`ready`) → wait for space in the closed window → the caller adds its dirty

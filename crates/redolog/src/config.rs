@@ -33,12 +33,12 @@ pub enum Durability {
     Synced,
 }
 
-/// Who writes and syncs the log (docs/DESIGN.md §1.5, §1.11, §1.12).
+/// Who writes and syncs the log ([DESIGN §1.5](crate::docs::design#15-write-and-sync-roles-the-group-commit-pipeline), §1.11, §1.12).
 ///
 /// ```
 /// use redolog::{Config, Log, Pipeline};
 /// let dir = tempfile::tempdir().unwrap();
-/// let config = Config { pipeline: Pipeline::Dedicated, ..Config::default() };
+/// let config = Config::default().with_pipeline(Pipeline::Dedicated);
 /// let (log, _) = Log::open(dir.path(), config).unwrap();
 /// assert_eq!(log.active_pipeline(), Pipeline::Dedicated);
 /// ```
@@ -58,18 +58,23 @@ pub enum Pipeline {
     /// construction (a sync pass under 20 µs, fewer than 3 committers waiting,
     /// commits waiting for `write()` only); elsewhere run each for a few
     /// hundred milliseconds, keep the one that writes more, and measure again
-    /// when the load changes (docs/DESIGN.md §1.12).
+    /// when the load changes ([DESIGN §1.12](crate::docs::design#112-choosing-the-pipeline-auto)).
     Auto,
 }
 
 /// Settings of a log. Every field has a default that suits most users.
 ///
+/// Start from [`Config::default`] and change what you need with the `with_`
+/// methods (or assign the public fields): the struct is `#[non_exhaustive]`,
+/// so a setting added in a later version breaks no caller.
+///
 /// ```
 /// use redolog::Config;
-/// let config = Config { capacity_bytes: 64 << 20, ..Config::default() };
+/// let config = Config::default().with_capacity_bytes(64 << 20);
 /// assert_eq!(config.buffer_bytes, 16 << 20);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Config {
     /// Total size of the log files (default 100 MiB, `innodb_redo_log_capacity`'s
     /// default since MySQL 8.0.30: a new log's zero-filled files take about
@@ -113,7 +118,7 @@ pub struct Config {
     pub log_thread_nice: Option<i32>,
     /// Let the owner's group read the log (default `false`): a new log's
     /// directory is then `0750` and its files `0640` instead of `0700` and
-    /// `0600` (docs/DESIGN.md INV-20). For a backup or CDC process running as
+    /// `0600` ([DESIGN INV-20](crate::docs::design#2-invariants)). For a backup or CDC process running as
     /// another user of the same group. Never writable by others: opening a
     /// log whose directory or files are group- or world-writable fails with
     /// `Error::UnsafePermissions`.
@@ -122,7 +127,7 @@ pub struct Config {
     /// `innodb_log_recent_closed_size`; from [`Config::CLOSED_WINDOW_BYTES_MIN`]
     /// (4 KiB) to [`Config::CLOSED_WINDOW_BYTES_MAX`] (1 GiB)), rounded up to a
     /// power of two: `begin_group` waits, on an event, while its group would
-    /// start further (docs/DESIGN.md §1.13).
+    /// start further ([DESIGN §1.13](crate::docs::design#113-mini-transactions-and-the-closed-lsn-mysqls-recent_closed)).
     pub closed_window_bytes: u64,
     /// Encrypt the log at rest (default: no): a new log is created with its
     /// blocks sealed by AES-256-GCM under the provider's keys, and an
@@ -138,7 +143,7 @@ pub struct Config {
     /// long for a checkpoint (or a consumer's advance) to free the space, then
     /// fail with `Error::LogFull`, naming the checkpoint and the bytes
     /// needed: the append reserved nothing, the waited-for group stays
-    /// appended and becomes durable once space is freed (docs/DESIGN.md
+    /// appended and becomes durable once space is freed ([DESIGN](crate::docs::design)
     /// §1.8, INV-44). For a service that would rather answer "busy" than
     /// stall. Whatever the bound, a full log is logged once per episode and
     /// counted (`Metrics::log_full_episodes`), and [`crate::Log::space`]
@@ -164,11 +169,59 @@ impl Default for Config {
     }
 }
 
+/// One `with_` method per field: the builder form of a struct a caller cannot
+/// write as a literal (`#[non_exhaustive]`). An `Option` field's method takes
+/// the value or `None`.
+macro_rules! with_methods {
+    ($($field:ident: $ty:ty => $method:ident;)*) => {
+        impl Config {
+            $(
+                #[doc = concat!("Sets `", stringify!($field), "` (see the field).")]
+                #[must_use]
+                pub fn $method(mut self, value: $ty) -> Self {
+                    self.$field = value;
+                    self
+                }
+            )*
+        }
+    };
+    (@option $($field:ident: $ty:ty => $method:ident;)*) => {
+        impl Config {
+            $(
+                #[doc = concat!("Sets `", stringify!($field), "` (see the field): a value, or `None`.")]
+                #[must_use]
+                pub fn $method(mut self, value: impl Into<Option<$ty>>) -> Self {
+                    self.$field = value.into();
+                    self
+                }
+            )*
+        }
+    };
+}
+
+with_methods! {
+    capacity_bytes: u64 => with_capacity_bytes;
+    buffer_bytes: usize => with_buffer_bytes;
+    group_bytes_max: u64 => with_group_bytes_max;
+    flush_interval: Duration => with_flush_interval;
+    pipeline: Pipeline => with_pipeline;
+    log_thread_cpus: Vec<usize> => with_log_thread_cpus;
+    group_readable: bool => with_group_readable;
+    closed_window_bytes: u64 => with_closed_window_bytes;
+}
+
+with_methods! {
+    @option
+    log_thread_nice: i32 => with_log_thread_nice;
+    encryption: crate::encryption::Encryption => with_encryption;
+    log_full_timeout: Duration => with_log_full_timeout;
+}
+
 /// Smallest share of the ring a file may hold: 32 blocks.
 pub(crate) const FILE_DATA_BYTES_MIN: u64 = 32 * BLOCK_BYTES as u64;
 /// Smallest ring: 8 blocks.
 pub(crate) const BUFFER_BYTES_MIN: usize = 8 * BLOCK_BYTES;
-/// Largest unsynced stretch of written log (docs/FORMAT.md §6): 16 MiB is a few
+/// Largest unsynced stretch of written log ([FORMAT §6](crate::docs::format#6-groups-and-records)): 16 MiB is a few
 /// milliseconds of writing at full speed, and what recovery scans past the end.
 const UNSYNCED_BYTES_MAX: u64 = 16 << 20;
 
@@ -186,7 +239,7 @@ impl Config {
     ///
     /// ```
     /// use redolog::Config;
-    /// let tiny = Config { buffer_bytes: Config::BUFFER_BYTES_MIN, ..Config::default() };
+    /// let tiny = Config::default().with_buffer_bytes(Config::BUFFER_BYTES_MIN);
     /// # let dir = tempfile::tempdir()?;
     /// let (log, _) = redolog::Log::open(dir.path(), tiny)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -216,11 +269,14 @@ impl Config {
     ///
     /// ```
     /// use redolog::{Config, Error};
-    /// let config = Config { buffer_bytes: 5000, ..Config::default() };
+    /// let config = Config::default().with_buffer_bytes(5000);
     /// let Err(Error::InvalidConfig { field, value, .. }) = config.validate() else { panic!() };
     /// assert_eq!((field, value.as_str()), ("Config::buffer_bytes", "5000"));
     /// ```
     pub fn validate(&self) -> Result<()> {
+        if self.encryption.is_some() && !cfg!(feature = "encryption") {
+            return Err(Error::EncryptionNotBuilt);
+        }
         fn check(field: &'static str, ok: bool, value: String, allowed: String) -> Result<()> {
             if ok {
                 Ok(())

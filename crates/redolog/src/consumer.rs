@@ -1,6 +1,6 @@
 //! Consumers: named positions the log keeps for the readers behind its writer
 //! (an archiver, a replica, a backup), so their groups are never written over
-//! before they have read them (docs/DESIGN.md §1.16, INV-32).
+//! before they have read them ([DESIGN §1.16](crate::docs::design#116-consumers-readers-that-hold-the-logs-space), INV-32).
 
 use std::sync::Arc;
 
@@ -28,7 +28,7 @@ pub struct ConsumerInfo {
 /// ```
 /// use redolog::{Config, Durability, Log};
 /// let dir = tempfile::tempdir().unwrap();
-/// let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+/// let config = Config::default().with_capacity_bytes(1 << 20);
 /// let (log, _) = Log::open(dir.path(), config.clone()).unwrap();
 /// let mut replica = log.create_consumer("replica").unwrap();
 /// let end = log.commit(b"page 7: set x", Durability::Synced).unwrap();

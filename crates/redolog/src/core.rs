@@ -59,7 +59,7 @@ pub(crate) struct Core {
     /// The log's files, shared with the live readers (`live.rs`); the lock
     /// is the I/O gate: write passes hold it shared from reading their
     /// limits to the end of their write, sync passes for their fdatasyncs,
-    /// and a resize exclusively to switch the files (docs/DESIGN.md §1.18).
+    /// and a resize exclusively to switch the files ([DESIGN §1.18](crate::docs::design#118-online-resize)).
     files: parking_lot::RwLock<Arc<Files>>,
     /// Counts the switches of `files`: a reader that loaded a frontier and
     /// then sees a new count reads from the new files (§1.18).
@@ -343,7 +343,7 @@ impl Core {
     }
 
     /// Waits until `target` is written (no counting: the archiver, which is
-    /// no committer, docs/DESIGN.md §1.17).
+    /// no committer, [DESIGN §1.17](crate::docs::design#117-continuous-archiving)).
     pub(crate) fn wait_written(&self, target: Lsn) -> Result<()> {
         self.stages.wait_written(self, target, Site::Write)
     }
@@ -392,7 +392,7 @@ impl Core {
         result
     }
 
-    /// Records a checkpoint at `lsn` (docs/DESIGN.md §1.8).
+    /// Records a checkpoint at `lsn` ([DESIGN §1.8](crate::docs::design#18-checkpoints-and-file-space)).
     pub(crate) fn checkpoint(&self, lsn: Lsn) -> Result<()> {
         self.checkpoints.checkpoint(lsn, self.appender.reserved_end(), (&self.stages, self), &self.metrics)
     }

@@ -1,5 +1,5 @@
 //! How many CPUs this process can really use, and how busy it keeps them
-//! (docs/DESIGN.md §1.10).
+//! ([DESIGN §1.10](crate::docs::design#110-adaptive-waiting-and-the-cpu-monitor)).
 //!
 //! The post "Spinning in the Cloud: How to Fix MySQL 8.0 Log Commit for
 //! Containers": MySQL's spin gate divides the process's CPU time by the CPUs in the
@@ -218,7 +218,7 @@ impl CpuMonitor {
         }
     }
 
-    /// Whether a waiter may spin at all (docs/DESIGN.md §1.10): there must be a
+    /// Whether a waiter may spin at all ([DESIGN §1.10](crate::docs::design#110-adaptive-waiting-and-the-cpu-monitor)): there must be a
     /// whole CPU besides the one the spinner is on for the thread it waits for.
     /// The CPU load does not gate it: a spin only ever replaces a park that would
     /// cost more CPU than the spin (measured in §1.10).

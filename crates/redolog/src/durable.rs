@@ -1,6 +1,6 @@
 //! Durability without a thread per waiter: a future (`Log::wait_async`,
 //! `Log::commit_async`) or a callback (`Log::on_durable`) completed by the
-//! log thread whose write or fdatasync covered it (docs/DESIGN.md §1.14,
+//! log thread whose write or fdatasync covered it ([DESIGN §1.14](crate::docs::design#114-asynchronous-waiters-futures-and-callbacks),
 //! INV-26, INV-27).
 
 use std::future::Future;
@@ -27,7 +27,7 @@ use crate::wait::Completion;
 /// ```
 /// use redolog::{Config, Durability, Log};
 /// let dir = tempfile::tempdir().unwrap();
-/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
 /// let end = log.append(b"async").unwrap();
 /// // Any executor; a minimal one here (the `commit_async` example uses Tokio).
 /// let ok = block_on(log.wait_async(end, Durability::Synced));
@@ -123,7 +123,7 @@ fn record_async_wait(core: &Core, started: Option<Moment>) {
 
 impl Log {
     /// Waits for `lsn` without blocking a thread: a future completed by the
-    /// log thread whose write or fdatasync covers `lsn` (docs/DESIGN.md
+    /// log thread whose write or fdatasync covers `lsn` ([DESIGN](crate::docs::design)
     /// §1.14). The same promise as [`Log::wait`]; a poisoned log completes it
     /// with the poison, `close` and `Drop` with what they synced or
     /// `Error::Closed`.
@@ -149,7 +149,7 @@ impl Log {
     /// # use std::sync::Arc;
     /// # use redolog::{Config, Durability, DurableFuture, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let log = Arc::new(log);
     /// let end = log.append(b"acknowledge me").unwrap();
     /// let pending: Vec<DurableFuture<'static>> = vec![log.wait_async_owned(end, Durability::Synced)];
@@ -169,7 +169,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Durability, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     /// let end = runtime.block_on(log.commit_async(b"no thread parked for me", Durability::Synced)).unwrap();
     /// assert!(log.durable_lsn() >= end);
@@ -191,7 +191,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Durability, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let (sender, receiver) = std::sync::mpsc::channel();
     /// let end = log.append(b"tell me when").unwrap();
     /// log.on_durable(end, Durability::Synced, move |result| sender.send(result).unwrap());

@@ -52,7 +52,7 @@ pub enum Error {
     Closed,
 
     /// The log is full and no checkpoint freed space within
-    /// `Config::log_full_timeout` (docs/DESIGN.md INV-44). An append that
+    /// `Config::log_full_timeout` ([DESIGN INV-44](crate::docs::design#2-invariants)). An append that
     /// got this reserved nothing; a wait that got it leaves its group
     /// appended, to become durable once space is freed. Checkpoint (flush
     /// the pages the log protects), or advance the consumer that holds it.
@@ -161,7 +161,7 @@ pub enum Error {
     },
 
     /// A reader's position lies in log space a checkpoint let the log write
-    /// over: the groups there are gone (docs/DESIGN.md INV-25). Read from
+    /// over: the groups there are gone ([DESIGN INV-25](crate::docs::design#2-invariants)). Read from
     /// `oldest` or later.
     #[error("LSN {lsn} can no longer be read: a checkpoint let the log reuse its space; the oldest readable LSN is {oldest}")]
     Reused {
@@ -270,7 +270,7 @@ pub enum Error {
     },
 
     /// `Log::resize` was called while another resize of the log runs
-    /// (docs/DESIGN.md §1.18). Nothing changed.
+    /// ([DESIGN §1.18](crate::docs::design#118-online-resize)). Nothing changed.
     #[error("{dir}: a resize of this log is already running")]
     ResizeBusy {
         /// The log directory.
@@ -289,7 +289,7 @@ pub enum Error {
     },
 
     /// Another `Log` — in another process, or in this one — owns the directory
-    /// (docs/DESIGN.md INV-19). Nothing was read or changed.
+    /// ([DESIGN INV-19](crate::docs::design#2-invariants)). Nothing was read or changed.
     ///
     /// The lock is `flock(2)` on `redo.lock`, which belongs to the open file:
     /// a child process forked while a log was open holds a copy until it
@@ -305,7 +305,7 @@ pub enum Error {
     },
 
     /// The log directory or a log file is writable by users other than its
-    /// owner (docs/DESIGN.md INV-20, PostgreSQL's rule for its data directory):
+    /// owner ([DESIGN INV-20](crate::docs::design#2-invariants), PostgreSQL's rule for its data directory):
     /// anyone who can write there can change what recovery replays.
     #[error("{path} is writable by others (mode {mode:04o}): allow only its owner (and group read) to change it")]
     UnsafePermissions {
@@ -327,7 +327,7 @@ pub enum Error {
     },
 
     /// The key the provider gave for `key_id` is not the one the log recorded
-    /// under that id (its key check differs, docs/FORMAT.md §3).
+    /// under that id (its key check differs, [FORMAT §3](crate::docs::format#3-checkpoint-slot-offsets-4096-and-8192-of-redo0000-512-bytes-each)).
     #[error("the key with id {key_id} is not the one the log was written with, needed {needed}")]
     WrongKey {
         /// The key id.
@@ -343,6 +343,14 @@ pub enum Error {
         /// The log directory.
         path: PathBuf,
     },
+
+    /// The log needs the block cipher — `Config::encryption` is set, or an
+    /// encrypted log was given its keys — and this build of redolog has none:
+    /// its cargo feature `encryption` is off.
+    #[error(
+        "this log needs encryption at rest, and redolog was built without it: enable its cargo feature `encryption` (redolog = {{ version = \"0.1\", features = [\"encryption\"] }})"
+    )]
+    EncryptionNotBuilt,
 
     /// `Config::encryption` was given for a log created without it: an
     /// existing log cannot start encrypting (its groups are in clear).

@@ -1,4 +1,4 @@
-//! A block's geometry (docs/FORMAT.md §5): its size and the offsets of its
+//! A block's geometry ([FORMAT §5](crate::docs::format#5-block-512-bytes)): its size and the offsets of its
 //! header fields. Below `lsn` and `format`, which both use it; a file with no
 //! imports of the crate, so the loom models (tests/loom_*.rs) compile the real
 //! constants.
@@ -20,7 +20,7 @@ pub(crate) const CRC_OFFSET: usize = BLOCK_BYTES - BLOCK_TRAILER_BYTES;
 pub(crate) const BLOCK_DATA_BYTES: usize = BLOCK_BYTES - BLOCK_HEADER_BYTES - BLOCK_TRAILER_BYTES;
 
 /// Data bytes in a block that carries its own AES-GCM seal (format version 3,
-/// docs/FORMAT.md §6.1): the 16-byte tag and the 16 bytes of key fields come
+/// [FORMAT §6.1](crate::docs::format#61-encrypted-blocks-format-version-3)): the 16-byte tag and the 16 bytes of key fields come
 /// out of the data area.
 pub(crate) const SEALED_BLOCK_DATA_BYTES: usize = BLOCK_DATA_BYTES - 32;
 

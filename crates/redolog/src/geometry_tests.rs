@@ -1,5 +1,5 @@
 //! The block geometry end to end: a log whose blocks hold 460 data bytes
-//! (format version 3's geometry, docs/DESIGN.md §1.15.1) with groups in
+//! (format version 3's geometry, [DESIGN §1.15.1](crate::docs::design#1151-why-blocks-not-groups-format-version-3-replaced-version-2)) with groups in
 //! clear, through the append path, the writer, checkpoints, recovery and
 //! `read_from`. The log is written with a version only tests write
 //! (`FORMAT_VERSION_TEST_SEALED_GEOMETRY`), which every later open reads

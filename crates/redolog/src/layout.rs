@@ -1,5 +1,5 @@
 //! Where each block lives: file names and the block → (file, offset) mapping of
-//! docs/FORMAT.md §4.
+//! [FORMAT §4](crate::docs::format#4-lsns-and-the-block-stream).
 
 use std::path::{Path, PathBuf};
 
@@ -78,7 +78,7 @@ impl Layout {
     }
 }
 
-/// The name of file `index` (docs/FORMAT.md §1).
+/// The name of file `index` ([FORMAT §1](crate::docs::format#1-directory)).
 pub(crate) fn file_name(index: usize) -> String {
     format!("redo.{index:04}")
 }
@@ -89,7 +89,7 @@ pub(crate) fn temp_file_name(index: usize) -> String {
 }
 
 /// The name a file of a resize's new set has until the switch's renames
-/// (docs/DESIGN.md §1.18).
+/// ([DESIGN §1.18](crate::docs::design#118-online-resize)).
 pub(crate) fn resize_file_name(index: usize) -> String {
     format!("redo.{index:04}.resize")
 }

@@ -12,7 +12,7 @@
 //! use redolog::{Config, Durability, Log};
 //!
 //! let dir = tempfile::tempdir().unwrap();
-//! let config = Config { capacity_bytes: 4 << 20, ..Config::default() };
+//! let config = Config::default().with_capacity_bytes(4 << 20);
 //! let (log, recovery) = Log::open(dir.path(), config.clone()).unwrap();
 //! for group in recovery {
 //!     let _replay = group.unwrap(); // apply to pages
@@ -93,6 +93,16 @@ pub use lsn::Lsn;
 pub use metrics::{LatencySummary, LogSpace, LsnLevels, Metrics, WaitStats};
 pub use recovery::inspect;
 pub use recovery::{Group, LogEnd, Recovery};
+
+/// The documents the rustdoc cites, shipped with the crate so the citations
+/// resolve wherever the docs are read (docs.rs included): the design —
+/// protocol, states and the invariants `INV-n` — and the on-disk format.
+pub mod docs {
+    #[doc = include_str!("../docs/DESIGN.md")]
+    pub mod design {}
+    #[doc = include_str!("../docs/FORMAT.md")]
+    pub mod format {}
+}
 
 /// The README's usage example, compiled as a doctest so it cannot go stale.
 #[cfg(doctest)]

@@ -1,7 +1,7 @@
 //! The link buffer (MySQL's `recent_written`): which reserved ranges of the ring
 //! are completely copied, and the end of the longest completed prefix (`tail`).
 //!
-//! docs/DESIGN.md §1.4. A slot holds the end of the link that starts in its
+//! [DESIGN §1.4](crate::docs::design#14-publish-the-link-buffer-mysqls-recent_written). A slot holds the end of the link that starts in its
 //! granule: 8 positions, the shortest link (a group header), so two links never
 //! start in one granule. Slot `i` serves the granules congruent to `i` modulo the
 //! capacity. Any thread may advance the tail
@@ -37,7 +37,7 @@ pub(crate) struct LinkBuf {
 /// a committed group then does the same with the closed LSN's tail (the
 /// second buffer, `beside`). On two cores each of those found its line in the
 /// other core's cache: a transfer of ~200 ns per line per append; on one line
-/// the later accesses usually hit (docs/DESIGN.md §1.4).
+/// the later accesses usually hit ([DESIGN §1.4](crate::docs::design#14-publish-the-link-buffer-mysqls-recent_written)).
 struct Head {
     reserved: AtomicU64,
     tails: [AtomicU64; 2],
@@ -116,7 +116,7 @@ impl LinkBuf {
     /// `reserved_end` returns an upper bound of the start of every link reserved
     /// so far. It lets the head skip reading the slot at `to` when nobody reserved
     /// past `to`: that slot is a cache line another core usually just wrote, and
-    /// reading it cost about 200 ns on this machine (docs/DESIGN.md §1.4).
+    /// reading it cost about 200 ns on this machine ([DESIGN §1.4](crate::docs::design#14-publish-the-link-buffer-mysqls-recent_written)).
     ///
     /// Every store-then-load pair below is separated by `fence(SeqCst)`, the form
     /// of the store-buffering rule that loom models (it treats SeqCst loads and

@@ -1,5 +1,5 @@
 //! Reading an open log: the groups from an LSN up to the durable LSN, while
-//! appends, checkpoints and the pipelines go on (docs/DESIGN.md §4.1,
+//! appends, checkpoints and the pipelines go on ([DESIGN §4.1](crate::docs::design#41-reading-an-open-log-logread_from),
 //! INV-23..INV-25).
 //!
 //! The reader reads the files (the OS page cache, for what was written
@@ -46,7 +46,7 @@ const TORN_READ_RETRIES: u32 = 64;
 /// ```
 /// use redolog::{Config, Durability, Log};
 /// let dir = tempfile::tempdir().unwrap();
-/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
 /// let start = log.end_lsn();
 /// log.commit(b"first", Durability::Synced).unwrap();
 /// log.commit(b"second", Durability::Synced).unwrap();
@@ -60,7 +60,7 @@ const TORN_READ_RETRIES: u32 = 64;
 pub struct LogReader<'a> {
     log: LogRef<'a>,
     groups: GroupReader,
-    /// The files generation the reader reads (docs/DESIGN.md §1.18).
+    /// The files generation the reader reads ([DESIGN §1.18](crate::docs::design#118-online-resize)).
     generation: u64,
     /// The start of the next group to return.
     position: Lsn,
@@ -70,7 +70,7 @@ pub struct LogReader<'a> {
     /// takes any LSN; the check needs the bytes before it to be durable).
     checked: bool,
     /// Read up to `written` rather than `synced`: the archiver's reader
-    /// (docs/DESIGN.md §1.17), never the public one (INV-23).
+    /// ([DESIGN §1.17](crate::docs::design#117-continuous-archiving)), never the public one (INV-23).
     to_written: bool,
     /// The `Stream`'s last look at a closed or poisoned log, and its end.
     stream_last_look: bool,
@@ -98,7 +98,7 @@ impl std::fmt::Debug for LogReader<'_> {
 /// use futures_core::Stream;
 /// use redolog::{Config, Durability, Log};
 /// # let dir = tempfile::tempdir().unwrap();
-/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
 /// let log = Arc::new(log);
 /// let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
 /// let mut tail = log.read_from_owned(log.end_lsn()).unwrap();
@@ -139,7 +139,7 @@ impl futures_core::Stream for LogReader<'_> {
 // keeps the futures' (`log` does not import this module).
 impl Log {
     /// A reader of the groups from `from` on, while the log is written
-    /// (docs/DESIGN.md §4.1): it returns the groups recovery would return,
+    /// ([DESIGN §4.1](crate::docs::design#41-reading-an-open-log-logread_from)): it returns the groups recovery would return,
     /// byte for byte, up to the durable LSN, and never one that is not
     /// durable. `from` must be a group boundary: an LSN `append_group`,
     /// `begin_group` or `end_lsn` returned, or a group's start from recovery
@@ -150,7 +150,7 @@ impl Log {
     /// ```
     /// use redolog::{Config, Durability, Log};
     /// let dir = tempfile::tempdir().unwrap();
-    /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let first = log.append_group(&[b"page 7: set x", b"page 9: set y"]).unwrap();
     /// let second = log.commit(b"page 7: set z", Durability::Synced).unwrap();
     /// // From the end of the first group: the second one.
@@ -170,7 +170,7 @@ impl Log {
     /// # use std::sync::Arc;
     /// # use redolog::{Config, Durability, Log, LogReader};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let log = Arc::new(log);
     /// struct Replica { tail: LogReader<'static> }
     /// let mut replica = Replica { tail: log.read_from_owned(log.end_lsn()).unwrap() };
@@ -238,7 +238,7 @@ impl<'a> LogReader<'a> {
     /// are final in this session (the writer rewrites only the block holding
     /// `written`, INV-24 handles it as it handles `synced`'s), but a crash may
     /// lose them. For the archiver, which syncs its copy while the log syncs
-    /// its own (docs/DESIGN.md §1.17).
+    /// its own ([DESIGN §1.17](crate::docs::design#117-continuous-archiving)).
     pub(crate) fn reading_written(mut self) -> Self {
         self.to_written = true;
         self
@@ -297,7 +297,7 @@ impl<'a> LogReader<'a> {
     /// use std::time::Duration;
     /// use redolog::{Config, Durability, Error, Log};
     /// let dir = tempfile::tempdir().unwrap();
-    /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let mut tail = log.read_from(log.end_lsn()).unwrap();
     /// assert!(tail.next_timeout(Duration::from_millis(1)).unwrap().is_none());
     /// log.commit(b"news", Durability::Synced).unwrap();
@@ -546,7 +546,7 @@ fn group_start_before(core: &Core, blocks: &mut BlockReader, block: BlockNo) -> 
 /// The first group boundary at or after `from`, a durable data position:
 /// `from` itself if a group starts or ends there, else the end of the group
 /// that holds it (a checkpoint may lie inside a group; an archive starts at
-/// whole groups, docs/DESIGN.md §1.17). Waits, up to `timeout`, for the log
+/// whole groups, [DESIGN §1.17](crate::docs::design#117-continuous-archiving)). Waits, up to `timeout`, for the log
 /// to sync that far; `Ok(None)` if it did not.
 pub(crate) fn next_boundary(core: &Core, from: Lsn, timeout: Duration) -> Result<Option<Lsn>> {
     let start = core.session_start;

@@ -28,7 +28,7 @@ use crate::writer::last_data_block;
 /// use redolog::{Config, Durability, Log};
 ///
 /// let dir = tempfile::tempdir().unwrap();
-/// let config = Config { capacity_bytes: 4 << 20, ..Config::default() };
+/// let config = Config::default().with_capacity_bytes(4 << 20);
 /// let (log, recovery) = Log::open(dir.path(), config).unwrap();
 /// assert_eq!(recovery.count(), 0);
 /// let log = Arc::new(log);
@@ -78,7 +78,7 @@ impl Log {
     /// ```
     /// use redolog::{Config, Log, LogEnd};
     /// let dir = tempfile::tempdir().unwrap();
-    /// let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    /// let config = Config::default().with_capacity_bytes(1 << 20);
     /// let (_log, recovery) = Log::open(dir.path().join("redo"), config).unwrap();
     /// assert_eq!(recovery.end(), LogEnd::Created);
     /// ```
@@ -106,7 +106,7 @@ impl Log {
     /// ```
     /// use redolog::{Config, Log, Lsn};
     /// let dir = tempfile::tempdir().unwrap();
-    /// let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    /// let config = Config::default().with_capacity_bytes(1 << 20);
     /// let log = Log::create_after(dir.path(), config.clone(), Lsn::from_u64(1 << 30)).unwrap();
     /// assert!(log.end_lsn() > Lsn::from_u64(1 << 30));
     /// drop(log);
@@ -163,7 +163,7 @@ impl Log {
     /// Changes the log's capacity to `capacity_bytes` (rounded down to four
     /// files of a multiple of 4 KiB, as [`Config::capacity_bytes`] at
     /// creation) while committers, readers, consumers and checkpoints go on
-    /// (docs/DESIGN.md §1.18). Returns once the new files are the log: a
+    /// ([DESIGN §1.18](crate::docs::design#118-online-resize)). Returns once the new files are the log: a
     /// crash at any point leaves a log that opens at the old or the new
     /// capacity with every acknowledged group.
     ///
@@ -180,7 +180,7 @@ impl Log {
     /// ```
     /// use redolog::{Config, Durability, Log};
     /// let dir = tempfile::tempdir().unwrap();
-    /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let lsn = log.commit(b"before", Durability::Synced).unwrap();
     /// log.resize(4 << 20).unwrap();
     /// assert_eq!(log.capacity_bytes(), 4 << 20);
@@ -201,7 +201,7 @@ impl Log {
     /// ```
     /// use redolog::{Config, Log};
     /// let dir = tempfile::tempdir().unwrap();
-    /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// assert_eq!(log.capacity_bytes(), 1 << 20);
     /// ```
     pub fn capacity_bytes(&self) -> u64 {
@@ -210,13 +210,13 @@ impl Log {
 
     /// The log bytes the files hold between a checkpoint and the writer's
     /// limit: the capacity less each file's header and checkpoint slots (12
-    /// KiB per file, docs/FORMAT.md §1). What an engine's free check
+    /// KiB per file, [FORMAT §1](crate::docs::format#1-directory)). What an engine's free check
     /// measures its checkpoint age against.
     ///
     /// ```
     /// use redolog::{Config, Log};
     /// let dir = tempfile::tempdir().unwrap();
-    /// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// assert_eq!(log.usable_bytes(), (1 << 20) - 4 * 12288);
     /// ```
     pub fn usable_bytes(&self) -> u64 {
@@ -229,7 +229,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let first = log.append(b"one").unwrap();
     /// let second = log.append(b"two").unwrap();
     /// assert!(second > first);
@@ -245,7 +245,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Durability, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let end = log.append_group(&[b"undo", b"redo page 3", b"redo page 4"]).unwrap();
     /// log.wait(end, Durability::Synced).unwrap();
     /// ```
@@ -261,7 +261,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Durability, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let (start, end) = log.append_group_range(&[b"entry 7", b"entry 8"]).unwrap();
     /// log.wait(end, Durability::Synced).unwrap();
     /// let group = log.read_from(start).unwrap().next().unwrap().unwrap();
@@ -278,7 +278,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Durability, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let end = log.append(b"x").unwrap();
     /// log.wait(end, Durability::Written).unwrap();
     /// log.wait(end, Durability::Synced).unwrap();
@@ -293,7 +293,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Durability, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let end = log.commit(b"transaction 1 commits", Durability::Synced).unwrap();
     /// assert!(log.durable_lsn() >= end);
     /// ```
@@ -310,13 +310,13 @@ impl Log {
     /// rule, INV-18: one fdatasync, as a `Synced` wait would do), then one of
     /// two alternating checksummed slots is written and synced. An LSN inside a
     /// group that straddles it makes recovery start at the next group boundary
-    /// after it (docs/FORMAT.md §7), so that group is not replayed: checkpoint
+    /// after it ([FORMAT §7](crate::docs::format#7-reading-rules-summary-designmd-4-has-the-argument)), so that group is not replayed: checkpoint
     /// at group ends.
     ///
     /// ```
     /// # use redolog::{Config, Durability, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    /// # let config = Config::default().with_capacity_bytes(1 << 20);
     /// # let (log, _) = Log::open(dir.path(), config.clone()).unwrap();
     /// let flushed = log.commit(b"applied to pages", Durability::Synced).unwrap();
     /// log.commit(b"not applied yet", Durability::Synced).unwrap();
@@ -333,12 +333,12 @@ impl Log {
     /// `innodb_log_writer_threads`). Starts the log writer and flusher threads
     /// the first time a pipeline needs them. Switching never loses a wake-up or
     /// an acknowledgement: committers in flight complete under either pipeline
-    /// (docs/DESIGN.md INV-17).
+    /// ([DESIGN INV-17](crate::docs::design#2-invariants)).
     ///
     /// ```
     /// # use redolog::{Config, Durability, Log, Pipeline};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let config = Config { pipeline: Pipeline::GroupCommit, ..Config::default() };
+    /// let config = Config::default().with_pipeline(Pipeline::GroupCommit);
     /// let (log, _) = Log::open(dir.path(), config).unwrap();
     /// log.set_pipeline(Pipeline::Dedicated).unwrap();
     /// log.commit(b"written by the log threads", Durability::Synced).unwrap();
@@ -413,7 +413,7 @@ impl Log {
 
     /// How much of the log is in use: the checkpoint age, what the writer
     /// may still write before the next checkpoint, and whether a checkpoint
-    /// is wanted (docs/DESIGN.md §1.8). See [`crate::LogSpace`].
+    /// is wanted ([DESIGN §1.8](crate::docs::design#18-checkpoints-and-file-space)). See [`crate::LogSpace`].
     pub fn space(&self) -> crate::LogSpace {
         self.core.space()
     }
@@ -426,7 +426,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// assert!(!log.checkpoint_wanted());
     /// ```
     pub fn checkpoint_wanted(&self) -> bool {
@@ -466,7 +466,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Durability, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let end = log.commit(b"flushed", Durability::Synced).unwrap();
     /// log.checkpoint(end).unwrap();
     /// assert_eq!(log.checkpoint_lsn(), end);
@@ -475,7 +475,7 @@ impl Log {
         self.core.checkpoints.lsn()
     }
 
-    /// The log's id (docs/FORMAT.md §2): an archive of this log carries it.
+    /// The log's id ([FORMAT §2](crate::docs::format#2-file-header-offset-0-one-512-byte-block)): an archive of this log carries it.
     pub fn log_id(&self) -> u128 {
         self.core.checkpoints.log_id()
     }
@@ -486,7 +486,7 @@ impl Log {
     }
 
     /// Appends a group as the first phase of a mini-transaction commit, the
-    /// way InnoDB's `mtr_t::commit` does (docs/DESIGN.md §1.13): reserve, copy,
+    /// way InnoDB's `mtr_t::commit` does ([DESIGN §1.13](crate::docs::design#113-mini-transactions-and-the-closed-lsn-mysqls-recent_closed)): reserve, copy,
     /// publish, and wait — on an event, never a sleep — for space in the
     /// closed window (`Config::closed_window_bytes`). The group's LSNs are
     /// known at once; the caller adds the pages it dirtied to its flush lists
@@ -504,7 +504,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Durability, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let mtr = log.begin_group(&[b"page 7: insert row 42"]).unwrap();
     /// assert!(log.closed_lsn() <= mtr.start_lsn());
     /// // ... add page 7 to a flush list with mtr.start_lsn() ...
@@ -526,7 +526,7 @@ impl Log {
     /// # use std::sync::Arc;
     /// # use redolog::{Config, Log, MiniTransaction};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let log = Arc::new(log);
     /// struct Page { mtr: MiniTransaction<'static> }
     /// let page = Page { mtr: log.begin_group_owned(&[b"page 3: split"]).unwrap() };
@@ -540,7 +540,7 @@ impl Log {
     }
 
     /// Creates consumer `name` at the last checkpoint and returns its handle
-    /// (docs/DESIGN.md §1.16): from now on, and across restarts, the writer
+    /// ([DESIGN §1.16](crate::docs::design#116-consumers-readers-that-hold-the-logs-space)): from now on, and across restarts, the writer
     /// never writes over a group at or after the consumer's position; when
     /// the log is full up to it, the writer waits for it to advance
     /// (`Metrics::log_on_consumer`). A log keeps at most 7 consumers, named
@@ -549,7 +549,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Durability, Error, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let archive = log.create_consumer("archive").unwrap();
     /// assert_eq!(archive.lsn().as_u64(), log.metrics().lsns.log_lsn_last_checkpoint);
     /// assert!(matches!(log.create_consumer("archive"), Err(Error::ConsumerExists { .. })));
@@ -567,7 +567,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Error, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// drop(log.create_consumer("replica").unwrap());
     /// let replica = log.consumer("replica").unwrap();
     /// assert!(matches!(log.consumer("replica"), Err(Error::ConsumerBusy { .. })));
@@ -586,7 +586,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Error, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let mut stuck = log.create_consumer("stuck").unwrap();
     /// log.drop_consumer("stuck").unwrap();
     /// assert!(log.consumers().is_empty());
@@ -602,7 +602,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let replica = log.create_consumer("replica").unwrap();
     /// let listed = log.consumers();
     /// assert_eq!((listed[0].name.as_str(), listed[0].lsn), ("replica", replica.lsn()));
@@ -619,7 +619,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// let end = log.append(b"closed at once").unwrap();
     /// assert_eq!(log.closed_lsn(), end);
     /// ```
@@ -636,7 +636,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Error, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+    /// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
     /// log.append(b"last words").unwrap();
     /// log.close().unwrap();
     /// assert!(matches!(log.append(b"too late"), Err(Error::Closed)));
@@ -667,7 +667,7 @@ impl Log {
     /// ```
     /// # use redolog::{Config, Durability, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    /// # let config = Config::default().with_capacity_bytes(1 << 20);
     /// let (log, _) = Log::open(dir.path(), config.clone()).unwrap();
     /// log.commit(b"durable", Durability::Synced).unwrap();
     /// log.simulate_crash();
@@ -733,7 +733,7 @@ impl Log {
 }
 
 /// Starts the thread that writes and syncs `Buffered` groups at least every
-/// `flush_interval` (docs/DESIGN.md §1.7). A timer is its whole purpose.
+/// `flush_interval` ([DESIGN §1.7](crate::docs::design#17-buffered-durability-and-the-timer-thread)). A timer is its whole purpose.
 fn spawn_timer(core: Arc<Core>, wake: Arc<(Mutex<()>, Condvar)>) -> Result<JoinHandle<()>> {
     let interval = core.config.flush_interval;
     std::thread::Builder::new()
@@ -764,7 +764,7 @@ fn spawn_timer(core: Arc<Core>, wake: Arc<(Mutex<()>, Condvar)>) -> Result<JoinH
 /// ```
 /// # use redolog::{Config, Log};
 /// # let dir = tempfile::tempdir().unwrap();
-/// # let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// # let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
 /// let first = log.begin_group(&[b"a"]).unwrap();
 /// let second = log.begin_group(&[b"b"]).unwrap();
 /// second.close(); // closed, but behind an open group

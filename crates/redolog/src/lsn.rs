@@ -1,6 +1,6 @@
 //! Log sequence numbers and the arithmetic between data bytes, LSNs and blocks.
 //!
-//! docs/FORMAT.md §4: an LSN is a byte address in the stream of 512-byte blocks,
+//! [FORMAT §4](crate::docs::format#4-lsns-and-the-block-stream): an LSN is a byte address in the stream of 512-byte blocks,
 //! counting block headers and trailers. `Sn` counts data bytes only; reservation
 //! works in `Sn` (one `fetch_add`), everything else in `Lsn`.
 
@@ -80,7 +80,7 @@ pub(crate) struct Sn(pub u64);
 impl Sn {
     /// The LSN of this data position in a log of `geometry`; a multiple of
     /// the data bytes per block (492 in clear) maps to offset 16 of the next
-    /// block (docs/FORMAT.md §4). Inlined, so a constant `geometry` divides by
+    /// block ([FORMAT §4](crate::docs::format#4-lsns-and-the-block-stream)). Inlined, so a constant `geometry` divides by
     /// a constant.
     #[inline]
     pub(crate) fn to_lsn(self, geometry: Geometry) -> Lsn {

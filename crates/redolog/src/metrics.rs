@@ -166,7 +166,7 @@ impl LatencyRecorder {
 /// ```
 /// use redolog::{Config, Durability, Log};
 /// let dir = tempfile::tempdir().unwrap();
-/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
 /// log.commit(b"x", Durability::Synced).unwrap();
 /// let fsyncs = log.metrics().fsync_us;
 /// assert!(fsyncs.count >= 1);
@@ -360,7 +360,7 @@ pub(crate) const TRIAD: [(&str, &str); 7] = [
 /// ```
 /// use redolog::{Config, Durability, Log};
 /// # let dir = tempfile::tempdir().unwrap();
-/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
 /// log.commit(b"x", Durability::Synced).unwrap();
 /// let stats = log.metrics().log_on_recent_closed; // one visit per group
 /// assert_eq!(stats.no_waits + stats.waits, 1);
@@ -421,7 +421,7 @@ impl LsnLevels {
 /// ```
 /// use redolog::{Config, Durability, Log};
 /// let dir = tempfile::tempdir().unwrap();
-/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
 /// let space = log.space();
 /// assert_eq!((space.checkpoint_age(), space.usable_bytes), (0, log.usable_bytes()));
 /// assert!(!space.checkpoint_wanted() && space.free_bytes() > 0);
@@ -513,7 +513,7 @@ pub struct Metrics {
     /// Times the writer found the log full: it had written up to the file
     /// limit and waited for a checkpoint (or a consumer) to free space. Each
     /// episode is logged once, with the checkpoint age and the bytes needed
-    /// (docs/DESIGN.md INV-44).
+    /// ([DESIGN INV-44](crate::docs::design#2-invariants)).
     pub log_full_episodes: u64,
     /// Appends and waits refused with `Error::LogFull` after
     /// `Config::log_full_timeout`.
@@ -536,7 +536,7 @@ pub struct Metrics {
     pub log_on_file_space: WaitStats,
     /// The writer waiting for a consumer to advance: the log is full up to a
     /// consumer's position (`log_on_consumer_*`; MySQL's
-    /// `log_writer_on_archiver_waits`, docs/DESIGN.md §1.16).
+    /// `log_writer_on_archiver_waits`, [DESIGN §1.16](crate::docs::design#116-consumers-readers-that-hold-the-logs-space)).
     pub log_on_consumer: WaitStats,
     /// Appenders waiting for a free link-buffer slot (`log_on_recent_written_*`).
     pub log_on_recent_written: WaitStats,
@@ -559,7 +559,7 @@ pub struct Metrics {
     pub async_waiters: u64,
     /// Why the pipeline is what it is: for `Pipeline::Auto`, the condition of
     /// the deciding row of its table, "measuring both pipelines" during a
-    /// probe, or the probe's verdict ("measured: …", docs/DESIGN.md §1.12).
+    /// probe, or the probe's verdict ("measured: …", [DESIGN §1.12](crate::docs::design#112-choosing-the-pipeline-auto)).
     pub pipeline_reason: &'static str,
     /// CPUs the process can use: affinity mask ∧ cgroup quota (`cpu_n`).
     pub cpu_usable: f64,
@@ -659,7 +659,7 @@ impl Metrics {
 /// ```
 /// use redolog::{Config, Durability, Log};
 /// let dir = tempfile::tempdir().unwrap();
-/// let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap();
+/// let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).unwrap();
 /// log.commit(b"counted", Durability::Synced).unwrap();
 /// let report = log.metrics().to_string();
 /// assert!(report.starts_with("pipeline ") && report.lines().count() < 12, "{report}");

@@ -1,4 +1,4 @@
-//! The directory's lock as the log's one write gate (docs/DESIGN.md INV-19,
+//! The directory's lock as the log's one write gate ([DESIGN INV-19](crate::docs::design#2-invariants),
 //! INV-43): every write or sync of the log's files holds it shared, and
 //! close takes it exclusively to release the lock, so nothing touches the
 //! directory after its lock is released.

@@ -1,5 +1,5 @@
 //! Online resize: a second set of files, the live log copied into it while
-//! the writer goes on, one synced slot write to switch (docs/DESIGN.md §1.18,
+//! the writer goes on, one synced slot write to switch ([DESIGN §1.18](crate::docs::design#118-online-resize),
 //! INV-34, INV-35).
 
 use std::path::Path;

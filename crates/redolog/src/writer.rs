@@ -1,5 +1,5 @@
 //! The write and sync stages: turning the ring's completed prefix into file writes,
-//! and file writes into durable data (docs/DESIGN.md §1.5).
+//! and file writes into durable data ([DESIGN §1.5](crate::docs::design#15-write-and-sync-roles-the-group-commit-pipeline)).
 //!
 //! Only the holder of the write role calls `Writer::write`; only the holder of the
 //! sync role calls `Files::sync_range`. Neither decides *when*: that is the commit
@@ -27,12 +27,12 @@ pub(crate) struct Files {
     pub(crate) seal: BlockSeal,
     /// An encrypted log's blocks are sealed whole (format version 3).
     pub(crate) encrypted: bool,
-    /// What opens them, when the keys were given (docs/DESIGN.md §1.15).
+    /// What opens them, when the keys were given ([DESIGN §1.15](crate::docs::design#115-encryption-at-rest)).
     pub(crate) opener: Option<Arc<crate::encryption::Opener>>,
     /// Where each block lives in these files.
     pub(crate) layout: Layout,
     /// The oldest block these files hold: the floor's block when a resize
-    /// created them (docs/DESIGN.md §1.18), 0 otherwise.
+    /// created them ([DESIGN §1.18](crate::docs::design#118-online-resize)), 0 otherwise.
     pub(crate) oldest: BlockNo,
 }
 
@@ -54,7 +54,7 @@ pub(crate) fn last_data_block(end: Lsn) -> BlockNo {
 }
 
 /// `synced_back` for block `block` when the sync frontier is `synced`
-/// (docs/FORMAT.md §5): saturating, so a far frontier only weakens the proof.
+/// ([FORMAT §5](crate::docs::format#5-block-512-bytes)): saturating, so a far frontier only weakens the proof.
 fn synced_back(block: BlockNo, synced: Lsn) -> u32 {
     u32::try_from(block.0.saturating_sub(synced.block().0)).unwrap_or(u32::MAX)
 }
@@ -108,7 +108,7 @@ pub(crate) struct Writer {
     /// ring's copy (InnoDB's write-ahead buffer).
     partial: Box<[u8; BLOCK_BYTES]>,
     /// An encrypted log's session cipher: every block is sealed with it as it
-    /// is written (docs/DESIGN.md §1.15).
+    /// is written ([DESIGN §1.15](crate::docs::design#115-encryption-at-rest)).
     cipher: Option<Arc<BlockCipher>>,
     /// The full blocks below this one were sealed in place in the ring: a
     /// pass that writes them again (after a failed write left `written`
@@ -275,6 +275,7 @@ mod tests {
     /// place would run the keystream over its ciphertext: the records would
     /// reach the disk in clear under a valid tag (INV-29; found by review).
     #[test]
+    #[cfg(feature = "encryption")]
     fn blocks_written_again_are_not_sealed_again() {
         use crate::encryption::block::{BlockCipher, BlockKeyId};
         use crate::encryption::Key;

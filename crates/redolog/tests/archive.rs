@@ -142,7 +142,7 @@ fn a_synchronous_commit_is_in_the_synced_archive() {
 #[test]
 fn damage_inside_the_archive_is_corruption_not_a_tail() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { capacity_bytes: 8 << 20, ..common::archive_log() };
+    let config = common::archive_log().with_capacity_bytes(8 << 20);
     let (log, archiver) = open_with(dir.path(), &config, true);
     let committed = commit(&log, 0, 4000);
     log.close().expect("close");
@@ -225,7 +225,7 @@ fn an_archive_ahead_of_a_log_that_lost_its_unsynced_tail_is_cut_back() {
     let log_dir = Path::new("/log");
     // The Written groups stay unsynced until the power loss: no flush syncs
     // them (on a loaded machine the 1 s flush did).
-    let config = Config { flush_interval: Config::FLUSH_INTERVAL_MAX, ..common::archive_log() };
+    let config = common::archive_log().with_flush_interval(Config::FLUSH_INTERVAL_MAX);
     let log = Arc::new(Log::open_with_storage(log_dir, config.clone(), storage.clone()).expect("create").0);
     let archiver = Archiver::start(&log, dir.path().join("archive")).expect("start");
     let mut committed = Vec::new();
@@ -338,7 +338,7 @@ fn a_resumed_archiver_frees_the_log_its_archive_already_holds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let storage = CrashStorage::new();
     let log_dir = Path::new("/log");
-    let config = Config { capacity_bytes: Config::CAPACITY_BYTES_MIN, ..common::archive_log() };
+    let config = common::archive_log().with_capacity_bytes(Config::CAPACITY_BYTES_MIN);
     let log = Arc::new(Log::open_with_storage(log_dir, config.clone(), storage.clone()).expect("create").0);
     let archiver = Archiver::start(&log, dir.path().join("archive")).expect("start");
     let mut end = redolog::Lsn::from_u64(0);

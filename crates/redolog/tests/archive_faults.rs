@@ -110,7 +110,7 @@ fn removed_segments_after_a_cut(_scenario: &fail::FailScenario<'_>) {
     // machine the default flush interval (1 s) synced them, nothing was cut
     // and no segment needed removing (a CI run; FLUSH_INTERVAL_MIN here
     // fails it every time).
-    let config = Config { flush_interval: Config::FLUSH_INTERVAL_MAX, ..common::archive_log() };
+    let config = common::archive_log().with_flush_interval(Config::FLUSH_INTERVAL_MAX);
     let log = Arc::new(Log::open_with_storage(log_dir, config.clone(), storage.clone()).expect("create").0);
     let archiver = start(&log, Path::new("/")).expect("start");
     let mut synced = Vec::new();

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake};
 
 use redolog::storage::MemStorage;
-use redolog::{Config, Durability, Log, Pipeline};
+use redolog::{Durability, Log, Pipeline};
 
 struct Counting;
 
@@ -67,7 +67,7 @@ impl Wake for Unpark {
 
 #[test]
 fn a_durable_commit_through_a_future_allocates_nothing_in_the_steady_state() {
-    let config = Config { pipeline: Pipeline::Dedicated, ..common::config(8192, 1 << 20) };
+    let config = common::config(8192, 1 << 20).with_pipeline(Pipeline::Dedicated);
     let (log, _) = Log::open_with_storage(Path::new("/log"), config, MemStorage::new()).expect("open");
     let waker = Arc::new(Unpark(std::thread::current())).into();
     let mut context = Context::from_waker(&waker);

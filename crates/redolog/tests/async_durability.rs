@@ -22,7 +22,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn config(pipeline: Pipeline) -> Config {
-    Config { pipeline, ..common::config(4096, 1 << 20) }
+    common::config(4096, 1 << 20).with_pipeline(pipeline)
 }
 
 #[test]

@@ -102,10 +102,10 @@ fn a_missing_or_truncated_file_is_named() {
 fn invalid_configurations_are_rejected_before_touching_the_disk() {
     let dir = tempfile::tempdir().expect("tempdir");
     let bad = [
-        Config { capacity_bytes: 4096, ..Config::default() },
-        Config { buffer_bytes: 1000, ..Config::default() },
-        Config { group_bytes_max: 0, ..Config::default() },
-        Config { flush_interval: std::time::Duration::ZERO, ..Config::default() },
+        Config::default().with_capacity_bytes(4096),
+        Config::default().with_buffer_bytes(1000),
+        Config::default().with_group_bytes_max(0),
+        Config::default().with_flush_interval(std::time::Duration::ZERO),
     ];
     for config in bad {
         let error = open_error(&dir.path().join("log"), config.clone());

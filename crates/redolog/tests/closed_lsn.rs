@@ -21,7 +21,7 @@ const GROUPS_PER_THREAD: usize = 100;
 #[test]
 fn sixty_four_threads_never_see_the_closed_lsn_pass_an_open_group() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { capacity_bytes: 64 << 20, closed_window_bytes: 16 << 10, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(64 << 20).with_closed_window_bytes(16 << 10);
     let (log, _) = Log::open(dir.path(), config).expect("create");
     let log = Arc::new(log);
     let open: Arc<Mutex<BTreeSet<(Lsn, Lsn)>>> = Arc::default();

@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use redolog::{Config, Durability, Log, Lsn, Pipeline};
+use redolog::{Durability, Log, Lsn, Pipeline};
 
 const THREADS: usize = 64;
 const COMMITS_PER_THREAD: usize = 150;
@@ -34,7 +34,7 @@ fn sixty_four_threads_recover_in_lsn_order_with_dedicated_log_threads() {
 fn sixty_four_threads_recover_in_lsn_order(pipeline: Pipeline) {
     let dir = tempfile::tempdir().expect("tempdir");
     // A 64 KiB ring so appenders also wait for ring space and big groups stream.
-    let config = Config { pipeline, ..common::config(2048, 64 << 10) };
+    let config = common::config(2048, 64 << 10).with_pipeline(pipeline);
     let (log, _) = Log::open(dir.path(), config.clone()).expect("open");
     let log = Arc::new(log);
     let threads: Vec<_> = (0..THREADS)

@@ -347,7 +347,7 @@ fn a_consumer_holds_from_the_first_append_after_a_restart() {
 fn bad_consumer_calls_are_typed_errors() {
     let (dir, config, _) = full_log_setup();
     // "not durable yet" stays so until the wait: no flush syncs it.
-    let config = Config { flush_interval: Config::FLUSH_INTERVAL_MAX, ..config };
+    let config = config.with_flush_interval(Config::FLUSH_INTERVAL_MAX);
     let (log, _) = Log::open(dir.path(), config).expect("open");
     assert!(matches!(log.create_consumer(""), Err(Error::InvalidConsumerName { reason: "it is empty", .. })));
     assert!(matches!(log.create_consumer("seventeen-bytes-x"), Err(Error::InvalidConsumerName { .. })));

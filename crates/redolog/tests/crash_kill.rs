@@ -67,7 +67,7 @@ const RESIZE_CAPACITIES: [u64; 2] = [4 << 20, 12 << 20];
 /// `REDOLOG_TEST_ENCRYPTED=1`: the rounds run on an encrypted log.
 fn config() -> Config {
     let encryption = common::small_log().encryption;
-    Config { capacity_bytes: 32 << 20, buffer_bytes: 256 << 10, encryption, ..Config::default() }
+    Config::default().with_capacity_bytes(32 << 20).with_buffer_bytes(256 << 10).with_encryption(encryption)
 }
 
 /// The records of commit `index` of `thread` in `round`: 1–3 records whose sizes

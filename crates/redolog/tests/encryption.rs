@@ -21,7 +21,7 @@ fn keys(ids: &[u32]) -> Encryption {
 }
 
 fn encrypted(encryption: &Encryption) -> Config {
-    Config { encryption: Some(encryption.clone()), ..common::small_log() }
+    common::small_log().with_encryption(encryption.clone())
 }
 
 /// Groups of every shape: empty, tiny, several records, across blocks and
@@ -86,7 +86,7 @@ fn key_errors_name_the_key_id() {
     log.commit(b"payload", Durability::Synced).expect("commit");
     drop(log);
 
-    let plain = Config { encryption: None, ..common::small_log() };
+    let plain = common::small_log().with_encryption(None);
     assert!(matches!(Log::open(dir.path(), plain.clone()), Err(Error::KeyRequired { .. })));
     // Another key under the same id: its check differs from the recorded one.
     let wrong = Encryption::new(Keys::new().with_key(7, Key::from_bytes([0xEE; 32])));

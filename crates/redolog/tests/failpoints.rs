@@ -52,7 +52,7 @@ static ENCRYPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 /// sweep's hit counts assume only its own waits sync.
 fn config() -> redolog::Config {
     let config = if ENCRYPTED.load(Ordering::Relaxed) { common::small_encrypted_log() } else { common::small_log() };
-    redolog::Config { flush_interval: redolog::Config::FLUSH_INTERVAL_MAX, ..config }
+    config.with_flush_interval(redolog::Config::FLUSH_INTERVAL_MAX)
 }
 
 /// The five starting states.

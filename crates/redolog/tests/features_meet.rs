@@ -18,7 +18,7 @@ const DIR: &str = "/log";
 /// fits the ring whole, so the writer can sync part of it and stop at the
 /// file limit.
 fn ring_log() -> Config {
-    Config { pipeline: Pipeline::GroupCommit, ..common::config(32, 64 << 10) }
+    common::config(32, 64 << 10).with_pipeline(Pipeline::GroupCommit)
 }
 
 /// Recovers `storage` and returns its groups; panics with `context` on an error.
@@ -188,7 +188,7 @@ fn all_return_within<T: Send + 'static>(
 #[test]
 fn a_checkpoint_and_a_shrink_begun_during_its_sync_both_return() {
     let storage = SlowSync::<MemStorage>::default();
-    let config = Config { capacity_bytes: 2 << 20, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(2 << 20);
     let (log, _) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("create");
     let log = std::sync::Arc::new(log);
     let mut end = log.end_lsn();
@@ -252,7 +252,7 @@ fn an_archiver_started_just_before_the_last_handle_is_dropped_archives_to_the_en
 #[test]
 fn a_closed_log_writes_nothing_whatever_is_called() {
     let storage = CrashStorage::new();
-    let config = Config { pipeline: Pipeline::GroupCommit, ..common::small_log() };
+    let config = common::small_log().with_pipeline(Pipeline::GroupCommit);
     let (log, _) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("create");
     let end = log.commit(b"acknowledged", Durability::Synced).expect("commit");
     drop(log.create_consumer("reader").expect("consumer"));
@@ -298,7 +298,7 @@ fn a_closed_log_writes_nothing_whatever_is_called() {
 #[test]
 fn read_from_inside_a_group_is_invalid_lsn_at_every_lsn() {
     // The appended group stays unsynced until the wait: no flush syncs it.
-    let config = Config { flush_interval: Config::FLUSH_INTERVAL_MAX, ..ring_log() };
+    let config = ring_log().with_flush_interval(Config::FLUSH_INTERVAL_MAX);
     let (log, _) = Log::open_with_storage(Path::new(DIR), config, MemStorage::new()).expect("create");
     let first = log.end_lsn();
     let mut starts = vec![first];
@@ -380,7 +380,7 @@ fn a_full_log_is_wanted_counted_and_bounded() {
     // With a bound: the append that would pass the writer's limit waits
     // that long, then is refused, having reserved nothing.
     let timeout = std::time::Duration::from_millis(200);
-    let config = Config { log_full_timeout: Some(timeout), ..ring_log() };
+    let config = ring_log().with_log_full_timeout(timeout);
     let (log, _) = Log::open_with_storage(Path::new(DIR), config, MemStorage::new()).expect("create");
     let checkpoint = log.checkpoint_lsn();
     let mut last = checkpoint;
@@ -424,7 +424,7 @@ fn a_full_log_is_wanted_counted_and_bounded() {
 #[test]
 fn what_a_recovery_returns_survives_a_power_loss_after_it() {
     let storage = CrashStorage::new();
-    let config = Config { pipeline: Pipeline::GroupCommit, ..common::small_log() };
+    let config = common::small_log().with_pipeline(Pipeline::GroupCommit);
     let (log, _) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("create");
     let mut synced = Vec::new();
     // Up to near the end of the first file (its blocks end at LSN 16384)...
@@ -467,7 +467,7 @@ fn what_a_recovery_returns_survives_a_power_loss_after_it() {
 fn the_checkpoint_a_recovery_starts_from_is_durable() {
     let storage =
         SlowSync { inner: CrashStorage::new(), delay_ms: Default::default(), fail_next_sync: Default::default() };
-    let config = Config { pipeline: Pipeline::GroupCommit, ..common::small_log() };
+    let config = common::small_log().with_pipeline(Pipeline::GroupCommit);
     let (log, _) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("create");
     // Into the third file: the log recovered after the checkpoint lies
     // beyond `redo.0000`, which holds the slots.
@@ -503,7 +503,7 @@ fn the_checkpoint_a_recovery_starts_from_is_durable() {
 fn a_checkpoint_inside_a_last_group_that_ends_at_a_block_end_recovers() {
     for close in [true, false] {
         let storage = MemStorage::new();
-        let config = Config { pipeline: Pipeline::GroupCommit, ..ring_log() };
+        let config = ring_log().with_pipeline(Pipeline::GroupCommit);
         let (log, _) = Log::open_with_storage(Path::new(DIR), config.clone(), storage.clone()).expect("create");
         log.commit(b"before", Durability::Synced).expect("commit");
         let start = log.end_lsn();

@@ -7,7 +7,7 @@
 
 mod common;
 
-use redolog::{Config, Durability, Error, Log, LogEnd, Lsn};
+use redolog::{Durability, Error, Log, LogEnd, Lsn};
 
 /// The worked example of docs/FORMAT.md §8, checked against the bytes on disk.
 #[test]
@@ -100,7 +100,7 @@ fn record_filling_exactly_one_block_ends_at_the_next_block_start() {
 #[test]
 fn largest_group_is_accepted_and_one_byte_more_is_rejected() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { group_bytes_max: 10_000, ..common::config(64, 64 << 10) };
+    let config = common::config(64, 64 << 10).with_group_bytes_max(10_000);
     let (log, _) = Log::open(dir.path(), config.clone()).expect("open");
     let largest = vec![1u8; 10_000 - 8 - 4];
     log.commit(&largest, Durability::Synced).expect("a group of exactly group_bytes_max");
@@ -136,7 +136,7 @@ fn group_larger_than_the_ring_streams_through_it() {
 #[test]
 fn group_larger_than_the_log_is_rejected() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { group_bytes_max: 1 << 30, ..common::config(32, 64 << 10) };
+    let config = common::config(32, 64 << 10).with_group_bytes_max(1 << 30);
     let (log, _) = Log::open(dir.path(), config).expect("open");
     match log.append(&vec![0u8; 200_000]) {
         Err(Error::GroupTooLarge { bytes, limit, limit_name }) => {

@@ -49,7 +49,7 @@ fn drain(log: &Log, reader: &mut redolog::LogReader<'_>, out: &mut Vec<Group>) {
 fn reader_agrees_with_recovery(steps: &[Step]) -> Result<(), TestCaseError> {
     let storage = MemStorage::new();
     let dir = Path::new("/log");
-    let config = Config { pipeline: Pipeline::GroupCommit, ..common::config(64, 8192) };
+    let config = common::config(64, 8192).with_pipeline(Pipeline::GroupCommit);
     let (log, _) = Log::open_with_storage(dir, config.clone(), storage.clone()).expect("open");
     let mut reader = log.read_from(log.end_lsn()).expect("reader");
     let mut read = Vec::new();
@@ -121,7 +121,7 @@ fn tail(log: &Log, from: Lsn) -> Vec<Group> {
 #[test]
 fn tailing_readers_see_what_recovery_sees() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { capacity_bytes: 64 << 20, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(64 << 20);
     let (log, _) = Log::open(dir.path(), config.clone()).expect("open");
     let start = log.end_lsn();
     let (first, second) = std::thread::scope(|scope| {
@@ -159,7 +159,7 @@ fn tailing_readers_see_what_recovery_sees() {
 #[test]
 fn reads_racing_a_checkpoint_get_the_groups_or_reused() {
     let storage = MemStorage::new();
-    let config = Config { pipeline: Pipeline::GroupCommit, ..common::config(32, 8192) };
+    let config = common::config(32, 8192).with_pipeline(Pipeline::GroupCommit);
     let (log, _) = Log::open_with_storage(Path::new("/log"), config, storage).expect("open");
     let appended = parking_lot::Mutex::new(HashMap::<u64, (Lsn, Vec<u8>)>::new());
     let starts = parking_lot::Mutex::new(vec![log.end_lsn()]);
@@ -226,7 +226,7 @@ fn reads_racing_a_checkpoint_get_the_groups_or_reused() {
 
 fn small() -> (tempfile::TempDir, Log) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (log, _) = Log::open(dir.path(), Config { capacity_bytes: 1 << 20, ..Config::default() }).expect("open");
+    let (log, _) = Log::open(dir.path(), Config::default().with_capacity_bytes(1 << 20)).expect("open");
     (dir, log)
 }
 
@@ -291,7 +291,7 @@ fn a_tailing_reader_wakes_when_another_thread_commits() {
 fn a_reader_of_a_poisoned_log_reads_what_was_synced_then_reports_the_poison() {
     use redolog::storage::{FaultKind, FaultyStorage};
     let (dir, memory) = (Path::new("/log"), MemStorage::new());
-    let config = Config { pipeline: Pipeline::GroupCommit, ..common::config(256, 8192) };
+    let config = common::config(256, 8192).with_pipeline(Pipeline::GroupCommit);
     // Reopening a cleanly closed log does no I/O: the 3rd fdatasync is the
     // workload's.
     Log::open_with_storage(dir, config.clone(), memory.clone()).expect("create").0.close().expect("close");
@@ -318,7 +318,7 @@ fn a_reader_of_a_poisoned_log_reads_what_was_synced_then_reports_the_poison() {
 #[test]
 fn reading_after_reopen_returns_the_recovered_groups() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(1 << 20);
     let (log, _) = Log::open(dir.path(), config.clone()).expect("open");
     for index in 0..50u32 {
         log.append_group(&[&index.to_le_bytes(), &[1; 700]]).expect("append");

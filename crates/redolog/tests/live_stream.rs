@@ -17,7 +17,7 @@ use redolog::storage::{FaultKind, FaultyStorage, MemStorage};
 use redolog::{Config, Durability, Error, Log, LogReader, Pipeline};
 
 fn config(pipeline: Pipeline) -> Config {
-    Config { capacity_bytes: 4 << 20, pipeline, ..Config::default() }
+    Config::default().with_capacity_bytes(4 << 20).with_pipeline(pipeline)
 }
 
 async fn next(reader: &mut LogReader<'static>) -> Option<redolog::Result<redolog::Group>> {

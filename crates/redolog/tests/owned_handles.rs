@@ -11,7 +11,7 @@ use std::time::Duration;
 use redolog::{Config, Durability, Error, Log, LogEnd};
 
 fn config() -> Config {
-    Config { capacity_bytes: 1 << 20, ..Config::default() }
+    Config::default().with_capacity_bytes(1 << 20)
 }
 
 /// Compiles only for what a spawned task or thread may own.

@@ -122,7 +122,7 @@ fn new_logs_are_private_or_group_readable_and_never_writable_by_others() {
         assert_eq!(mode(&private.join(name)), 0o600, "{name}");
     }
     let shared = base.path().join("shared");
-    drop(Log::open(&shared, Config { group_readable: true, ..config() }).expect("create"));
+    drop(Log::open(&shared, config().with_group_readable(true)).expect("create"));
     assert_eq!(mode(&shared), 0o750, "directory");
     for name in ["redo.0000", "redo.0001", "redo.0002", "redo.0003"] {
         assert_eq!(mode(&shared.join(name)), 0o640, "{name}");

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redolog::{Config, Durability, Log, Lsn, Pipeline};
+use redolog::{Durability, Log, Lsn, Pipeline};
 
 fn record(thread: usize, index: usize) -> Vec<u8> {
     let mut bytes = format!("thread {thread} commit {index} ").into_bytes();
@@ -34,7 +34,7 @@ fn flipping_the_pipeline_under_64_committers_loses_nothing() {
     const RUN_FOR: Duration = Duration::from_millis(1500);
     let dir = tempfile::tempdir().expect("tempdir");
     // 64 MiB: room for everything without a checkpoint, so all of it recovers.
-    let config = Config { pipeline: Pipeline::GroupCommit, ..common::config(32 << 10, 64 << 10) };
+    let config = common::config(32 << 10, 64 << 10).with_pipeline(Pipeline::GroupCommit);
     let (log, _) = Log::open(dir.path(), config.clone()).expect("open");
     let log = Arc::new(log);
     let done = Arc::new(AtomicBool::new(false));
@@ -118,7 +118,7 @@ fn dedicated_threads_sync_buffered_commits_without_a_timer() {
     // The timer would take an hour: only the log threads' events can sync this.
     let interval = Duration::from_secs(3600);
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { pipeline: Pipeline::Dedicated, flush_interval: interval, ..common::config(256, 64 << 10) };
+    let config = common::config(256, 64 << 10).with_pipeline(Pipeline::Dedicated).with_flush_interval(interval);
     let (log, _) = Log::open(dir.path(), config).expect("open");
     let wait_durable = |end: Lsn, what: &str| {
         let started = Instant::now();
@@ -171,7 +171,7 @@ fn dedicated_threads_sync_buffered_commits_without_a_timer() {
 
     // The contrast: group commit leaves Buffered groups to the timer.
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { pipeline: Pipeline::GroupCommit, flush_interval: interval, ..common::config(256, 64 << 10) };
+    let config = common::config(256, 64 << 10).with_pipeline(Pipeline::GroupCommit).with_flush_interval(interval);
     let (log, _) = Log::open(dir.path(), config).expect("open");
     let end = log.commit(b"buffered", Durability::Buffered).expect("commit");
     std::thread::sleep(Duration::from_millis(50));
@@ -186,7 +186,7 @@ fn each_pipeline_reports_itself_and_auto_follows_its_rule_table() {
         (Pipeline::Auto, Pipeline::GroupCommit),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (log, _) = Log::open(dir.path(), Config { pipeline, ..common::config(256, 64 << 10) }).expect("open");
+        let (log, _) = Log::open(dir.path(), common::config(256, 64 << 10).with_pipeline(pipeline)).expect("open");
         assert_eq!(log.active_pipeline(), expected, "{pipeline:?} at open");
         log.commit(b"x", Durability::Synced).expect("commit");
     }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use redolog::{Config, Durability, Log, Pipeline};
+use redolog::{Durability, Log, Pipeline};
 
 /// `(Cpus_allowed_list, nice)` of every thread of this process named `name`.
 fn placement_of(name: &str) -> Vec<(String, i64)> {
@@ -34,12 +34,10 @@ fn placement_of(name: &str) -> Vec<(String, i64)> {
 #[test]
 fn log_threads_are_pinned_and_reniced_and_refusals_only_warn() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config {
-        pipeline: Pipeline::Dedicated,
-        log_thread_cpus: vec![0],
-        log_thread_nice: Some(3),
-        ..common::config(256, 64 << 10)
-    };
+    let config = (common::config(256, 64 << 10))
+        .with_pipeline(Pipeline::Dedicated)
+        .with_log_thread_cpus(vec![0])
+        .with_log_thread_nice(3);
     let (log, _) = Log::open(dir.path(), config).expect("open");
     // A Synced commit under Dedicated needs both threads: both have placed
     // themselves before their first pass.
@@ -54,7 +52,7 @@ fn log_threads_are_pinned_and_reniced_and_refusals_only_warn() {
     // set size; a larger one is InvalidConfig): the threads run unpinned and
     // the log works.
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { pipeline: Pipeline::Dedicated, log_thread_cpus: vec![1000], ..common::config(256, 64 << 10) };
+    let config = common::config(256, 64 << 10).with_pipeline(Pipeline::Dedicated).with_log_thread_cpus(vec![1000]);
     let (log, _) = Log::open(dir.path(), config).expect("open");
     let end = log.commit(b"unpinned", Durability::Synced).expect("commit despite the refused pinning");
     assert!(log.durable_lsn() >= end);

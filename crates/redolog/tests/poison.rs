@@ -15,7 +15,7 @@ use std::sync::{Arc, Barrier};
 
 use parking_lot::Mutex;
 use redolog::storage::{FaultKind, FaultyStorage, MemStorage};
-use redolog::{Config, Durability, Error, Log, Lsn, Pipeline};
+use redolog::{Durability, Error, Log, Lsn, Pipeline};
 
 const THREADS: usize = 16;
 const COMMITS_PER_THREAD: usize = 200;
@@ -50,7 +50,7 @@ fn commit_until_poisoned(log: &Arc<Log>) -> Vec<Lsn> {
 fn check_poisoning(kind: FaultKind, nth: u64, pipeline: Pipeline) {
     let memory = MemStorage::new();
     let dir = Path::new("/log");
-    let config = Config { pipeline, ..common::config(2048, 64 << 10) };
+    let config = common::config(2048, 64 << 10).with_pipeline(pipeline);
     // Create the log without faults. Reopening a cleanly closed log writes
     // nothing, and fdatasyncs what it recovered (INV-45): count the
     // operations of kind `kind` of an equal open, so that the k-th operation

@@ -20,7 +20,7 @@ use redolog::{Config, Durability, Error, Log, LogEnd};
 fn a_close_after_a_failed_checkpoint_sync_returns_the_poison_and_writes_nothing() {
     let _scenario = fail::FailScenario::setup();
     let storage = CrashStorage::new();
-    let config = Config { capacity_bytes: Config::CAPACITY_BYTES_MIN, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(Config::CAPACITY_BYTES_MIN);
     let (log, _) = Log::open_with_storage(Path::new("/log"), config.clone(), storage.clone()).expect("open");
     log.commit(b"durable", Durability::Synced).expect("commit");
     fail::cfg("checkpoint.write", "1*sleep(300)->off").expect("configure");

@@ -168,7 +168,7 @@ fn check_image(context: &str, image: MemStorage, oracle: &Oracle, ops: usize, ca
 #[test]
 fn resizes_under_commits_readers_and_checkpoints_lose_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config { pipeline: redolog::Pipeline::Auto, ..common::small_log() };
+    let config = common::small_log().with_pipeline(redolog::Pipeline::Auto);
     let (log, _) = Log::open(dir.path(), config.clone()).expect("create");
     let log = Arc::new(log);
     let start = log.end_lsn();
@@ -261,8 +261,7 @@ fn spawn_reader(log: &Arc<Log>, stop: &Arc<AtomicBool>) -> JoinHandle<Vec<(Lsn, 
 #[test]
 fn a_shrink_waits_for_a_checkpoint_and_a_second_resize_is_busy() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (log, _) =
-        Log::open(dir.path(), Config { capacity_bytes: capacity(128), ..common::small_log() }).expect("create");
+    let (log, _) = Log::open(dir.path(), common::small_log().with_capacity_bytes(capacity(128))).expect("create");
     let log = Arc::new(log);
     // 100 KB of log after the checkpoint: more than a ring of four 32-block files (64 KiB).
     for index in 0..100 {

@@ -666,7 +666,7 @@ impl LogWorld {
         context: &str,
     ) -> Result<redolog::storage::CrashImage, String> {
         let image = state.crash(mode);
-        let config = Config { encryption: self.config.encryption.clone(), ..self.config.clone() };
+        let config = self.config.clone().with_encryption(self.config.encryption.clone());
         let (log, recovery) = Log::open_with_storage(Path::new(DIR), config, image.to_storage()).map_err(|error| {
             dump(&image, "image");
             format!("{context}: the log does not open: {error}")
@@ -1157,12 +1157,10 @@ impl Simulation for LogWorld {
         let pipeline = [Pipeline::GroupCommit, Pipeline::Auto, Pipeline::Dedicated][rng.usize(0..3)];
         let file_blocks = [32, 48, 96][rng.usize(0..3)];
         let buffer = [8 << 10, 16 << 10, 64 << 10][rng.usize(0..3)];
-        let mut config = Config {
-            pipeline,
-            flush_interval: if rng.bool() { Duration::from_millis(5) } else { Config::FLUSH_INTERVAL_MAX },
-            log_full_timeout: rng.u8(0..4).eq(&0).then_some(Duration::from_millis(30)),
-            ..common::config(file_blocks, buffer)
-        };
+        let mut config = (common::config(file_blocks, buffer))
+            .with_pipeline(pipeline)
+            .with_flush_interval(if rng.bool() { Duration::from_millis(5) } else { Config::FLUSH_INTERVAL_MAX })
+            .with_log_full_timeout(rng.u8(0..4).eq(&0).then_some(Duration::from_millis(30)));
         let key_ids = 1;
         if seed % 5 == 4 {
             config.encryption = Some(encryption(key_ids));

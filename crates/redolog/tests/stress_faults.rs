@@ -38,7 +38,7 @@ const COMMITTERS: usize = 8;
 const COMMITS: usize = 60;
 
 fn config() -> Config {
-    Config { pipeline: Pipeline::GroupCommit, ..common::config(64, 16384) }
+    common::config(64, 16384).with_pipeline(Pipeline::GroupCommit)
 }
 
 /// What one committer did: every group it appended, and its acknowledgements.

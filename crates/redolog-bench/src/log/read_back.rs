@@ -81,7 +81,7 @@ fn fill(options: &ReadBackOptions) -> Result<(Log, Written), BoxError> {
     // Room for the data, its block headers and a margin: no checkpoint needed.
     let capacity = (target + target / 16 + (64 << 20)).next_multiple_of(1 << 20);
     let base = if options.encrypted { super::systems::encrypted_config() } else { Config::default() };
-    let config = Config { capacity_bytes: capacity, ..base };
+    let config = base.with_capacity_bytes(capacity);
     let (log, _) = Log::open(dir.path(), config.clone())?;
     let start = log.end_lsn();
     let record = vec![0x5a; options.record_bytes];

@@ -62,7 +62,7 @@ pub fn run(options: &ResizeOptions) -> Result<(), BoxError> {
     }
     options.device.install();
     let dir = options.device.work_dir(options.dir.as_deref(), "redolog-resize-")?;
-    let config = Config { capacity_bytes: options.small_mib << 20, ..Config::default() };
+    let config = Config::default().with_capacity_bytes(options.small_mib << 20);
     let (log, _) = Log::open(dir.path(), config)?;
     let log = Arc::new(log);
     let (stop, commits) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));

@@ -169,7 +169,7 @@ pub const SYSTEMS: &[SystemRow] = &[
 pub fn encrypted_config() -> Config {
     use redolog::encryption::{Encryption, Key, Keys};
     let keys = Keys::new().with_key(1, Key::from_bytes([0x42; 32]));
-    Config { encryption: Some(Encryption::new(keys)), ..Config::default() }
+    Config::default().with_encryption(Encryption::new(keys))
 }
 
 pub struct RedologSystem {
@@ -179,7 +179,7 @@ pub struct RedologSystem {
 
 impl RedologSystem {
     fn open(dir: &Path, pipeline: Pipeline) -> Result<Self, BoxError> {
-        Self::open_with(dir, Config { pipeline, ..Config::default() })
+        Self::open_with(dir, Config::default().with_pipeline(pipeline))
     }
 
     /// redolog with `config` (the scenarios' variants), in `dir`.

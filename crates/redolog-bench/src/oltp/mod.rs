@@ -414,8 +414,7 @@ pub fn seed_wakeup(options: &OltpOptions) -> Result<(), BoxError> {
     let workdir = options.run.device.work_dir(options.run.dir.as_deref(), "redolog-bench-oltp-")?;
     print_heading(options);
     let default = store_options(options);
-    let small =
-        Options { log: redolog::Config { closed_window_bytes: 16 << 10, ..default.log.clone() }, ..default.clone() };
+    let small = Options { log: default.log.clone().with_closed_window_bytes(16 << 10), ..default.clone() };
     let mut systems: Vec<Box<dyn OltpSystem>> = vec![
         Box::new(PageStoreSystem::open(workdir.path(), "pagestore", default)?),
         Box::new(PageStoreSystem::open(workdir.path(), "closed-16k", small)?),

@@ -21,7 +21,7 @@ pub(super) fn store_options(options: &OltpOptions) -> Options {
         buffer_pool_instances: options.buffer_pool_instances,
         buffer_pool_bytes: options.buffer_pool_bytes,
         io_capacity: options.io_capacity,
-        log: redolog::Config { capacity_bytes: options.log_capacity, ..redolog::Config::default() },
+        log: redolog::Config::default().with_capacity_bytes(options.log_capacity),
         unprotected_page_writes: options.no_doublewrite,
         ..Options::default()
     }

@@ -51,7 +51,7 @@ pub trait OnStore {
 pub async fn with_store<U: OnStore>(name: &str, capacity: u64, user: U) -> Result<U::Output, BoxError> {
     match name {
         "redolog-raft" => {
-            let config = redolog::Config { capacity_bytes: capacity, ..redolog::Config::default() };
+            let config = redolog::Config::default().with_capacity_bytes(capacity);
             let open =
                 |dir: &Path| Ok(redolog_raft::openraft_0_9::RedologLogStore::<RaftTypes>::open(dir, config.clone())?);
             user.run(open).await
@@ -82,7 +82,7 @@ pub trait OnStore010 {
 pub async fn with_store_0_10<U: OnStore010>(name: &str, capacity: u64, user: U) -> Result<U::Output, BoxError> {
     match name {
         "redolog-raft" => {
-            let config = redolog::Config { capacity_bytes: capacity, ..redolog::Config::default() };
+            let config = redolog::Config::default().with_capacity_bytes(capacity);
             let open = |dir: &Path| {
                 Ok(redolog_raft::openraft_0_10::RedologLogStore::<RaftTypes010>::open(dir, config.clone())?)
             };

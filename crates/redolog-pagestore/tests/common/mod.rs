@@ -7,12 +7,10 @@ use redolog_pagestore::{Options, Row, C_BYTES, PAD_BYTES};
 /// and small rings (`ring_bytes`): a debug build fills the default 16 MiB
 /// ring at each open.
 pub fn options(log_bytes: u64, ring_bytes: usize, pool_bytes: u64) -> Options {
-    let log = redolog::Config {
-        capacity_bytes: log_bytes,
-        buffer_bytes: ring_bytes,
-        closed_window_bytes: ring_bytes as u64,
-        ..redolog::Config::default()
-    };
+    let log = redolog::Config::default()
+        .with_capacity_bytes(log_bytes)
+        .with_buffer_bytes(ring_bytes)
+        .with_closed_window_bytes(ring_bytes as u64);
     Options { buffer_pool_instances: 2, buffer_pool_bytes: pool_bytes, log, ..Options::default() }
 }
 

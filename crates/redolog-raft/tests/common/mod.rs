@@ -20,7 +20,7 @@ pub type Ballot = (u64, u64, bool);
 
 /// A small log for tests: 1 MiB.
 pub fn config() -> redolog::Config {
-    redolog::Config { capacity_bytes: 1 << 20, ..redolog::Config::default() }
+    redolog::Config::default().with_capacity_bytes(1 << 20)
 }
 
 /// What a reopen must reproduce.

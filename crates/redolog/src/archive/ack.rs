@@ -1,4 +1,4 @@
-//! A synchronous archive's acknowledgement (docs/DESIGN.md §1.17, INV-36):
+//! A synchronous archive's acknowledgement ([DESIGN §1.17](crate::docs::design#117-continuous-archiving), INV-36):
 //! a commit waiting in `Archiver::wait` alongside others parks once, on event
 //! slots keyed by its LSN, and is woken by whichever ends last — the
 //! archiver's sync of its copy or the log's sync, which the archiver asked

@@ -1,7 +1,7 @@
 //! Continuous archiving: a thread in the process that holds the log copies
 //! every group the log writes into an archive directory, in segments with
 //! checksums named by LSN, and keeps the log's space through a consumer until
-//! the copy is synced (docs/DESIGN.md §1.17, FORMAT.md §9).
+//! the copy is synced ([DESIGN §1.17](crate::docs::design#117-continuous-archiving), [FORMAT §9](crate::docs::format#9-archive-directory-redologarchive)).
 
 mod ack;
 mod segment;
@@ -47,7 +47,7 @@ const LINGER: Duration = Duration::from_millis(10);
 
 /// Copies every group a log writes into an archive directory, from the
 /// thread it starts, syncing its copy while the log syncs its own, and keeps
-/// the log's space until the copy is synced (docs/DESIGN.md §1.17).
+/// the log's space until the copy is synced ([DESIGN §1.17](crate::docs::design#117-continuous-archiving)).
 ///
 /// Asynchronous by default: commits go on while the archiver follows (within
 /// 10 ms). A commit that must also be archived before it is acknowledged
@@ -64,7 +64,7 @@ const LINGER: Duration = Duration::from_millis(10);
 /// use redolog::archive::Archiver;
 /// use redolog::{Config, Durability, Log};
 /// let dir = tempfile::tempdir().unwrap();
-/// let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+/// let config = Config::default().with_capacity_bytes(1 << 20);
 /// let log = Arc::new(Log::open(dir.path().join("redo"), config).unwrap().0);
 /// let archiver = Archiver::start(&log, dir.path().join("archive")).unwrap();
 /// let end = log.append(b"page 7: set x").unwrap();
@@ -122,7 +122,7 @@ impl Archiver {
     /// # use redolog::archive::{Archive, Archiver};
     /// # use redolog::{Config, Durability, Log};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let log = Arc::new(Log::open(dir.path().join("redo"), Config { capacity_bytes: 1 << 20, ..Config::default() }).unwrap().0);
+    /// # let log = Arc::new(Log::open(dir.path().join("redo"), Config::default().with_capacity_bytes(1 << 20)).unwrap().0);
     /// let archiver = Archiver::start_with_segments(&log, dir.path().join("archive"), 4096).unwrap();
     /// for _ in 0..20 {
     ///     let end = log.append(&[7u8; 1000]).unwrap();
@@ -221,7 +221,7 @@ impl Archiver {
     /// them and syncs its copy meanwhile. A commit alone waits for the log
     /// itself, then for the archive; among others it parks once and is woken
     /// by whichever of the two syncs ends last, the archiver asking the log
-    /// for it (`on_durable`; docs/DESIGN.md §1.17, INV-36).
+    /// for it (`on_durable`; [DESIGN §1.17](crate::docs::design#117-continuous-archiving), INV-36).
     /// `ArchiverFailed` if the archiver failed, `Closed` if it stopped before
     /// reaching `lsn`, and the log's own errors. A wait on an archiver that
     /// failed already returns its failure at once, without waiting for the

@@ -1,5 +1,5 @@
 //! An archive's files: segments of groups named by their first LSN
-//! (docs/FORMAT.md §9), and reading them back.
+//! ([FORMAT §9](crate::docs::format#9-archive-directory-redologarchive)), and reading them back.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -75,7 +75,7 @@ pub(crate) fn encode_header(log_id: u128, start: Lsn) -> [u8; HEADER_BYTES] {
     header
 }
 
-/// `record_count` of a torn span's entry (FORMAT.md §9.2): no group of
+/// `record_count` of a torn span's entry ([FORMAT §9.2](crate::docs::format#92-entry-one-group)): no group of
 /// the log holds that many records in no bytes.
 const TORN_SPAN_COUNT: u32 = u32::MAX;
 
@@ -115,7 +115,7 @@ pub(crate) struct Segment {
 /// use redolog::archive::{Archive, Archiver};
 /// use redolog::{Config, Durability, Log};
 /// let dir = tempfile::tempdir().unwrap();
-/// let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+/// let config = Config::default().with_capacity_bytes(1 << 20);
 /// let log = Arc::new(Log::open(dir.path().join("redo"), config).unwrap().0);
 /// let archiver = Archiver::start(&log, dir.path().join("archive")).unwrap();
 /// let end = log.commit(b"page 7: set x", Durability::Synced).unwrap();
@@ -255,7 +255,7 @@ pub struct ArchiveSummary {
     /// A torn entry after the last whole group: its file and offset.
     pub torn_tail: Option<(PathBuf, u64)>,
     /// Spans of the log a crash tore inside a group and recovery resumed
-    /// after (FORMAT.md §9.2): entries that hold no group.
+    /// after ([FORMAT §9.2](crate::docs::format#92-entry-one-group)): entries that hold no group.
     pub torn_spans: u64,
 }
 

@@ -1,9 +1,10 @@
 //! A user's key, and the HKDF that derives the log's keys from it
-//! (docs/FORMAT.md §6.1). Apart from `encryption` so the block cipher and the
+//! ([FORMAT §6.1](crate::docs::format#61-encrypted-blocks-format-version-3)). Apart from `encryption` so the block cipher and the
 //! key provider share it without importing each other.
 
 use std::fmt;
 
+#[cfg(feature = "encryption")]
 use ring::hkdf;
 use zeroize::Zeroizing;
 
@@ -16,7 +17,7 @@ use zeroize::Zeroizing;
 /// assert!(Key::from_hex("abc").is_err());
 /// ```
 #[derive(Clone)]
-pub struct Key(Zeroizing<[u8; 32]>);
+pub struct Key(#[cfg_attr(not(feature = "encryption"), allow(dead_code))] Zeroizing<[u8; 32]>);
 
 impl Key {
     /// The key `bytes`.
@@ -47,8 +48,10 @@ impl fmt::Debug for Key {
 }
 
 /// An HKDF output length (ring's `hkdf::KeyType`).
+#[cfg(feature = "encryption")]
 struct Bytes(usize);
 
+#[cfg(feature = "encryption")]
 impl hkdf::KeyType for Bytes {
     fn len(&self) -> usize {
         self.0
@@ -56,6 +59,7 @@ impl hkdf::KeyType for Bytes {
 }
 
 /// HKDF-SHA256 (RFC 5869) of `key` with `salt`, expanded with `info`.
+#[cfg(feature = "encryption")]
 #[allow(clippy::expect_used)] // HKDF-SHA256 expands up to 8160 bytes: 32 and 4 always fit
 pub(super) fn expand(key: &Key, salt: &[u8], info: &[u8], out: &mut [u8]) {
     let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, salt).extract(&key.0[..]);
@@ -64,8 +68,9 @@ pub(super) fn expand(key: &Key, salt: &[u8], info: &[u8], out: &mut [u8]) {
     okm.fill(out).expect("the output is the length asked for");
 }
 
-/// The key check of `key` in the log `log_id` (FORMAT.md §3, §6.1): tells a
+/// The key check of `key` in the log `log_id` ([FORMAT §3](crate::docs::format#3-checkpoint-slot-offsets-4096-and-8192-of-redo0000-512-bytes-each), §6.1): tells a
 /// wrong key from damage.
+#[cfg(feature = "encryption")]
 pub(super) fn key_check(key: &Key, log_id: u128) -> u32 {
     let mut check = [0u8; 4];
     expand(key, &log_id.to_le_bytes(), b"redolog v3 key check", &mut check);

@@ -1,8 +1,14 @@
 //! Encryption at rest: every block's data sealed with AES-256-GCM (`ring`)
-//! by the log's writer (docs/FORMAT.md §6.1, docs/DESIGN.md §1.15, INV-29 to
+//! by the log's writer ([FORMAT §6.1](crate::docs::format#61-encrypted-blocks-format-version-3), [DESIGN §1.15](crate::docs::design#115-encryption-at-rest), INV-29 to
 //! INV-31).
 //!
-//! Off by default. A log is created encrypted when [`Config::encryption`]
+//! Built with the cargo feature `encryption` (off by default: it links
+//! `ring`); without it, a log that would need the cipher — one created with
+//! [`Config::encryption`], or an encrypted log opened with its keys — fails to
+//! open with [`Error::EncryptionNotBuilt`]. The keys' types below are there
+//! either way, so a configuration compiles in both builds.
+//!
+//! A log is created encrypted when [`Config::encryption`]
 //! is set, and is then opened, inspected and dumped only with its keys. The
 //! keys come from the application through a [`KeyProvider`] (a file, an
 //! environment variable, a KMS); each block names the id of the key it was
@@ -20,7 +26,7 @@
 //! use redolog::{Config, Durability, Log};
 //! let dir = tempfile::tempdir().unwrap();
 //! let keys = Keys::new().with_key(1, Key::from_bytes([7; 32]));
-//! let config = Config { encryption: Some(Encryption::new(keys)), ..Config::default() };
+//! let config = Config::default().with_encryption(Encryption::new(keys));
 //! let (log, _) = Log::open(dir.path(), config.clone()).unwrap();
 //! log.commit(b"card 4111-1111", Durability::Synced).unwrap();
 //! log.close().unwrap();
@@ -43,6 +49,7 @@ pub(crate) mod block;
 mod key;
 
 use block::{BlockCipher, BlockKeyId};
+#[cfg(feature = "encryption")]
 use key::key_check;
 pub use key::Key;
 
@@ -213,6 +220,7 @@ impl PartialEq for Encryption {
 impl Eq for Encryption {}
 
 /// A random session salt.
+#[cfg(feature = "encryption")]
 fn random_salt() -> Result<u64> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes)
@@ -230,9 +238,12 @@ pub(crate) struct Session {
 
 /// How many block ciphers an `Opener` keeps: a log's blocks name a few
 /// sessions; a damaged one's may name any number.
+#[cfg(feature = "encryption")]
 const CIPHERS_CACHED_MAX: usize = 64;
 
-/// Opens the sealed blocks of one log, with any key it records.
+/// Opens the sealed blocks of one log, with any key it records. Without the
+/// `encryption` feature none is ever built: [`Opener::new`] refuses.
+#[cfg_attr(not(feature = "encryption"), allow(dead_code))]
 pub(crate) struct Opener {
     log_id: u128,
     provider: Arc<dyn KeyProvider>,
@@ -241,6 +252,8 @@ pub(crate) struct Opener {
     table: RwLock<KeyTable>,
     /// Block ciphers derived so far, by the key fields that select them.
     ciphers: RwLock<BTreeMap<BlockKeyId, Arc<BlockCipher>>>,
+    #[cfg(not(feature = "encryption"))]
+    never: std::convert::Infallible,
 }
 
 impl fmt::Debug for Opener {
@@ -249,14 +262,31 @@ impl fmt::Debug for Opener {
     }
 }
 
+/// Without the feature: no opener, so no cipher and no session.
+#[cfg(not(feature = "encryption"))]
 impl Opener {
-    pub(crate) fn new(encryption: &Encryption, log_id: u128, table: KeyTable) -> Opener {
-        Opener {
+    pub(crate) fn new(_: &Encryption, _: u128, _: KeyTable) -> Result<Opener> {
+        Err(Error::EncryptionNotBuilt)
+    }
+
+    pub(crate) fn cipher(&self, _: BlockKeyId, _: impl Fn() -> String) -> Result<Option<Arc<BlockCipher>>> {
+        match self.never {}
+    }
+
+    pub(crate) fn begin_session(&self, _: u32, _: &[u32]) -> Result<Session> {
+        match self.never {}
+    }
+}
+
+#[cfg(feature = "encryption")]
+impl Opener {
+    pub(crate) fn new(encryption: &Encryption, log_id: u128, table: KeyTable) -> Result<Opener> {
+        Ok(Opener {
             log_id,
             provider: encryption.provider.clone(),
             table: RwLock::new(table),
             ciphers: RwLock::new(BTreeMap::new()),
-        }
+        })
     }
 
     /// The cipher of the blocks `id` names. A key id the table records must
@@ -343,5 +373,31 @@ mod tests {
             assert!(!error.contains(&key[..16]), "{error}");
         }
         assert!(Key::from_hex(&format!("+{}", &key[1..])).is_err(), "a sign is not a hex digit");
+    }
+}
+
+/// Run from the published .crate, whose tests build without the feature
+/// (`scripts/check-packages.sh`: `cargo test --lib --features testkit`).
+#[cfg(all(test, not(feature = "encryption")))]
+mod without_the_feature {
+    use std::path::Path;
+
+    use super::{Encryption, Key, Keys};
+    use crate::storage::MemStorage;
+    use crate::{Config, Error, Log};
+
+    /// A log that would need the cipher is refused by name before anything
+    /// is created, never created or read in clear.
+    #[test]
+    fn a_log_that_needs_the_cipher_is_refused_by_name() {
+        let keys = Keys::new().with_key(1, Key::from_bytes([7; 32]));
+        let config =
+            Config::default().with_capacity_bytes(Config::CAPACITY_BYTES_MIN).with_encryption(Encryption::new(keys));
+        let storage = MemStorage::new();
+        let opened = Log::open_with_storage(Path::new("/log"), config, storage.clone());
+        assert!(matches!(opened, Err(Error::EncryptionNotBuilt)), "{opened:?}");
+        assert!(crate::storage::Storage::list_dir(&storage, Path::new("/log")).map_or(true, |names| names.is_empty()));
+        let message = Error::EncryptionNotBuilt.to_string();
+        assert!(message.contains("features = [\"encryption\"]"), "{message}");
     }
 }

@@ -1,4 +1,4 @@
-//! docs/FORMAT.md §5: the 512-byte block.
+//! [FORMAT §5](crate::docs::format#5-block-512-bytes): the 512-byte block.
 
 use super::{read_u16, read_u32, write_u16, write_u32};
 use crate::lsn::BlockNo;
@@ -13,7 +13,7 @@ const _: () = assert!(CRC_OFFSET == 508);
 const _: () = assert!(BLOCK_BYTES <= u16::MAX as usize);
 
 /// The CRC seed of one log's blocks: CRC-32C of its 16-byte `log_id`. A block's
-/// CRC covers the id and bytes 0..508 (docs/FORMAT.md §5), so a block of another
+/// CRC covers the id and bytes 0..508 ([FORMAT §5](crate::docs::format#5-block-512-bytes)), so a block of another
 /// log never passes for one of this log, even at the same place and lap (found
 /// by the mutated_log fuzzer, which spliced such a block in).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,7 +66,7 @@ pub(crate) struct BlockHeader {
 impl BlockHeader {
     /// Writes the header fields and the CRC into `block` of a log in clear
     /// (an encrypted log's blocks: `encryption::block::seal_block`).
-    /// `first_group` is left as it is: appenders own it (docs/DESIGN.md INV-9).
+    /// `first_group` is left as it is: appenders own it ([DESIGN INV-9](crate::docs::design#2-invariants)).
     #[cfg(test)]
     pub(crate) fn seal(block: &mut [u8], seal: BlockSeal, number: BlockNo, data_len: usize, synced_back: u32) {
         Self::write_fields(block, seal, number, data_len, synced_back);

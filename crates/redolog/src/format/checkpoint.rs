@@ -1,4 +1,4 @@
-//! docs/FORMAT.md §3: the two checkpoint slots in `redo.0000`.
+//! [FORMAT §3](crate::docs::format#3-checkpoint-slot-offsets-4096-and-8192-of-redo0000-512-bytes-each): the two checkpoint slots in `redo.0000`.
 
 use std::mem::size_of;
 
@@ -28,7 +28,7 @@ const _: () = assert!(RESIZE_OFFSET == 488);
 const _: () = assert!(SLOT_END == 496);
 const _: () = assert!(SLOT_END <= CRC_OFFSET);
 
-/// Most consumers a log keeps (docs/FORMAT.md §3, DESIGN.md §1.16).
+/// Most consumers a log keeps ([FORMAT §3](crate::docs::format#3-checkpoint-slot-offsets-4096-and-8192-of-redo0000-512-bytes-each), [DESIGN §1.16](crate::docs::design#116-consumers-readers-that-hold-the-logs-space)).
 pub(crate) const CONSUMERS_MAX: usize = 7;
 /// Longest consumer name, in bytes.
 pub(crate) const CONSUMER_NAME_MAX: usize = 16;
@@ -40,17 +40,17 @@ pub(crate) const CHECKPOINT_SLOT_OFFSETS: [u64; 2] = [4096, 8192];
 /// Flag: the log was closed cleanly and ends exactly at `durable_lsn`.
 pub(crate) const CHECKPOINT_CLEAN_SHUTDOWN: u32 = 1;
 
-/// Flag: a recovery is cutting a torn tail at `durable_lsn` (docs/DESIGN.md
+/// Flag: a recovery is cutting a torn tail at `durable_lsn` ([DESIGN](crate::docs::design)
 /// INV-41): the valid blocks past it are the tail it erases, and what their
 /// `synced_back` says was synced no longer holds. Written before the erase,
 /// cleared by the slot written after it, before the log appends again.
 pub(crate) const CHECKPOINT_TAIL_CUT: u32 = 2;
 
-/// Most keys an encrypted log's slot records (docs/FORMAT.md §3).
+/// Most keys an encrypted log's slot records ([FORMAT §3](crate::docs::format#3-checkpoint-slot-offsets-4096-and-8192-of-redo0000-512-bytes-each)).
 pub(crate) const KEYS_MAX: usize = 32;
 
 /// The keys an encrypted log's groups from the checkpoint on were sealed
-/// with: `(key_id, key_check)` each (docs/FORMAT.md §3, §6.1). Empty in an
+/// with: `(key_id, key_check)` each ([FORMAT §3](crate::docs::format#3-checkpoint-slot-offsets-4096-and-8192-of-redo0000-512-bytes-each), §6.1). Empty in an
 /// unencrypted log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct KeyTable {
@@ -163,7 +163,7 @@ pub(crate) struct CheckpointSlot {
     /// The consumers (INV-32).
     pub(crate) consumers: ConsumerTable,
     /// Nonzero: a resize committed here; the log is the `redo.NNNN.resize`
-    /// files, each this long (docs/DESIGN.md §1.18, INV-34).
+    /// files, each this long ([DESIGN §1.18](crate::docs::design#118-online-resize), INV-34).
     pub(crate) resize_file_bytes: u64,
 }
 

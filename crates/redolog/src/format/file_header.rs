@@ -1,4 +1,4 @@
-//! docs/FORMAT.md §2: the file header, block 0 of every file.
+//! [FORMAT §2](crate::docs::format#2-file-header-offset-0-one-512-byte-block): the file header, block 0 of every file.
 
 use std::mem::size_of;
 
@@ -23,7 +23,7 @@ const _: () = assert!(OLDEST_LSN_OFFSET == 68);
 const _: () = assert!(HEADER_END <= CRC_OFFSET);
 
 /// Bytes at the start of every file before its first log block: the header block,
-/// then the two checkpoint slots, each 4 KiB apart (docs/FORMAT.md §1).
+/// then the two checkpoint slots, each 4 KiB apart ([FORMAT §1](crate::docs::format#1-directory)).
 pub(crate) const FILE_HEADER_AREA_BYTES: u64 = 3 * 4096;
 
 /// The decoded file header.
@@ -38,10 +38,10 @@ pub(crate) struct FileHeader {
     pub(crate) first_lsn: u64,
     pub(crate) unsynced_bytes_max: u64,
     /// The blocks' cipher: [`CIPHER_NONE`] (format version 1) or
-    /// [`CIPHER_AES_256_GCM`] (format version 3, docs/FORMAT.md §6.1).
+    /// [`CIPHER_AES_256_GCM`] (format version 3, [FORMAT §6.1](crate::docs::format#61-encrypted-blocks-format-version-3)).
     pub(crate) cipher: u32,
     /// The oldest LSN the files hold: the floor when a resize created them
-    /// (docs/DESIGN.md §1.18); 0 for files made with the log.
+    /// ([DESIGN §1.18](crate::docs::design#118-online-resize)); 0 for files made with the log.
     pub(crate) oldest_lsn: u64,
 }
 
@@ -61,7 +61,7 @@ pub(crate) enum FileHeaderError {
 
 impl FileHeader {
     /// How many data bytes the log's blocks hold: 492 in clear (version 1),
-    /// 460 in a block sealed whole (version 3, docs/FORMAT.md §6.1).
+    /// 460 in a block sealed whole (version 3, [FORMAT §6.1](crate::docs::format#61-encrypted-blocks-format-version-3)).
     pub(crate) fn geometry(&self) -> Geometry {
         #[cfg(test)]
         if self.format_version == super::FORMAT_VERSION_TEST_SEALED_GEOMETRY {

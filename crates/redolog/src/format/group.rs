@@ -1,4 +1,4 @@
-//! docs/FORMAT.md §6: groups and records in the data stream.
+//! [FORMAT §6](crate::docs::format#6-groups-and-records): groups and records in the data stream.
 //!
 //! `group := body_bytes:u32 record_count:u32 record*`, `record := len:u32 bytes`.
 

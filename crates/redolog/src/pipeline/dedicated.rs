@@ -1,5 +1,5 @@
 //! The dedicated pipeline's loops: a log writer and a log flusher thread
-//! (MySQL 8.0's log_writer and log_flusher; docs/DESIGN.md §1.11).
+//! (MySQL 8.0's log_writer and log_flusher; [DESIGN §1.11](crate::docs::design#111-the-dedicated-pipeline-mysql-80s-log-threads)).
 //!
 //! While the dedicated mode is on the writer holds its role for good and the
 //! flusher holds its role while it has work: the writer writes whatever

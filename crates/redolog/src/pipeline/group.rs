@@ -1,4 +1,4 @@
-//! Durable group commit without extra threads (docs/DESIGN.md §1.5).
+//! Durable group commit without extra threads ([DESIGN §1.5](crate::docs::design#15-write-and-sync-roles-the-group-commit-pipeline)).
 //!
 //! A thread that needs LSN `L` written or synced runs one loop, the same for
 //! both stages:
@@ -208,7 +208,7 @@ impl<W> Stages<W> {
     }
 
     /// Under the port's gate, so that the limits it reads still hold when it
-    /// writes (a resize lowers them under the gate, docs/DESIGN.md §1.18):
+    /// writes (a resize lowers them under the gate, [DESIGN §1.18](crate::docs::design#118-online-resize)):
     /// writes from `written` as far as the limits let it, up to `ready`, and
     /// publishes `written`. Returns the new end and the write's start and
     /// finish, or `None` if the limits let it write nothing.

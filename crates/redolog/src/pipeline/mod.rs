@@ -1,5 +1,5 @@
 //! The commit protocol: how a thread gets its LSN written and synced
-//! (docs/DESIGN.md §1.5, §1.11).
+//! ([DESIGN §1.5](crate::docs::design#15-write-and-sync-roles-the-group-commit-pipeline), §1.11).
 //!
 //! [`Stages`] owns the write stage, the sync stage and everything threads use
 //! to move between them: the roles, the demands, the events, the running mode
@@ -57,7 +57,7 @@ pub(crate) enum AsyncWait {
 }
 
 /// Where a thread waited, for the wait triads (`*_no_waits / *_waits /
-/// *_wait_loops`, docs/DESIGN.md §1.9).
+/// *_wait_loops`, [DESIGN §1.9](crate::docs::design#19-unsynced-bound)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Site {
     /// A `Written` commit waiting for `written`.
@@ -86,7 +86,7 @@ pub(crate) trait Port {
     type Writer;
     /// Held from a write pass's reading of its limits to the end of its
     /// write: a resize takes it exclusively to lower the limits and switch
-    /// the files with no pass between the two (docs/DESIGN.md §1.18).
+    /// the files with no pass between the two ([DESIGN §1.18](crate::docs::design#118-online-resize)).
     type Gate<'a>
     where
         Self: 'a;
@@ -249,7 +249,7 @@ impl<W> Stages<W> {
     /// so it sees the poison, and returns the error for the failing call
     /// (INV-6). The seals come before the flag: whoever sees the flag reads
     /// final frontiers, and a role whose I/O is still in flight cannot publish
-    /// after it (docs/DESIGN.md §1.5).
+    /// after it ([DESIGN §1.5](crate::docs::design#15-write-and-sync-roles-the-group-commit-pipeline)).
     pub(crate) fn poison(&self, failure: IoFailure) -> Error {
         self.poison.get_or_init(|| Poison { op: failure.op, path: failure.path, source: Arc::new(failure.source) });
         self.seal();
@@ -261,7 +261,7 @@ impl<W> Stages<W> {
     /// calls it, and so does a publication whose compare-and-swap found its
     /// word sealed (`publish`): the seals are set one after the other, so it must not
     /// return the error (nor let its role go) before the other word is sealed
-    /// and the flag is up, whoever the poisoner is (docs/DESIGN.md §1.5).
+    /// and the flag is up, whoever the poisoner is ([DESIGN §1.5](crate::docs::design#15-write-and-sync-roles-the-group-commit-pipeline)).
     /// Idempotent.
     fn seal(&self) {
         self.write.seal();
@@ -385,7 +385,7 @@ impl<W> Stages<W> {
 
     /// Waits, without spinning, until `freed()` (the file limit passed
     /// `limit`) or the log is poisoned or shut down: a checkpoint that needs
-    /// the space a consumer holds (docs/DESIGN.md §1.16).
+    /// the space a consumer holds ([DESIGN §1.16](crate::docs::design#116-consumers-readers-that-hold-the-logs-space)).
     pub(crate) fn wait_space_freed(&self, limit: BlockNo, freed: impl Fn() -> bool) -> Waited {
         self.space_events.wait(limit.0, Spin::NONE, || self.is_poisoned() || self.is_shutdown() || freed())
     }
@@ -404,7 +404,7 @@ impl<W> Stages<W> {
 
     /// Lowers the unsynced bound to `blocks` (never raises it). The caller
     /// holds the port's gate exclusively: no pass is between reading the
-    /// bound and writing (docs/DESIGN.md §1.18).
+    /// bound and writing ([DESIGN §1.18](crate::docs::design#118-online-resize)).
     pub(crate) fn lower_unsynced_blocks(&self, blocks: u64) {
         self.unsynced_blocks.fetch_min(blocks, Ordering::Relaxed);
     }

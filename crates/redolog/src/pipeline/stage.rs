@@ -13,11 +13,11 @@ use crate::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use crate::wait::{EventSlots, PassTime, WakerSlots};
 
 /// Bit 63 of a stage's `done`: the poison sealed the frontier (INV-6,
-/// docs/DESIGN.md §1.5). LSNs stay below it, as below the reservation
+/// [DESIGN §1.5](crate::docs::design#15-write-and-sync-roles-the-group-commit-pipeline)). LSNs stay below it, as below the reservation
 /// counter's closed bit.
 const SEALED: u64 = 1 << 63;
 
-/// A role of the commit protocol (docs/DESIGN.md §1.5): held by at most one
+/// A role of the commit protocol ([DESIGN §1.5](crate::docs::design#15-write-and-sync-roles-the-group-commit-pipeline)): held by at most one
 /// thread. `held` is the role; the mutex only hands its state to the holder and
 /// is never contended, because it is locked only after `held` was won.
 pub(crate) struct Role<T> {

@@ -54,7 +54,7 @@ impl From<CheckpointSlot> for CheckpointInfo {
 /// ```
 /// use redolog::{inspect, Config, Durability, Log, LogEnd};
 /// let dir = tempfile::tempdir().unwrap();
-/// let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+/// let config = Config::default().with_capacity_bytes(1 << 20);
 /// let (log, _) = Log::open(dir.path(), config).unwrap();
 /// log.commit(b"hello", Durability::Synced).unwrap();
 /// log.close().unwrap();
@@ -77,7 +77,7 @@ pub struct Inspection {
     pub ring_blocks: u64,
     /// The LSN the log was created at.
     pub first_lsn: Lsn,
-    /// Bound on written-but-unsynced log (docs/FORMAT.md §6).
+    /// Bound on written-but-unsynced log ([FORMAT §6](crate::docs::format#6-groups-and-records)).
     pub unsynced_bytes_max: u64,
     /// Slot A and slot B, if valid.
     pub checkpoint_slots: [Option<CheckpointInfo>; 2],
@@ -91,7 +91,7 @@ pub struct Inspection {
     pub end: LogEnd,
     /// The groups in `[start_lsn, end_lsn)`, read lazily.
     pub groups: Recovery,
-    /// A `Log` holds the directory right now (docs/DESIGN.md INV-19): what was
+    /// A `Log` holds the directory right now ([DESIGN INV-19](crate::docs::design#2-invariants)): what was
     /// read is a snapshot of a log being written, and its end may be moving.
     pub in_use: bool,
     /// The holder's process id, if it wrote one.
@@ -101,7 +101,7 @@ pub struct Inspection {
 }
 
 /// What the blocks of a range recorded about the syncs made while they were
-/// written (each block's `synced_back`, docs/FORMAT.md §5).
+/// written (each block's `synced_back`, [FORMAT §5](crate::docs::format#5-block-512-bytes)).
 ///
 /// ```
 /// use redolog::inspect::SyncFrontiers;
@@ -181,14 +181,14 @@ pub fn inspect_with_storage(dir: &Path, storage: impl Storage + 'static) -> Resu
 /// Inspects the encrypted log in `dir` with its keys, on the real file
 /// system. Without them ([`inspect`]) an encrypted log is
 /// `Error::KeyRequired`: its groups, and so the end of the last complete
-/// one, are sealed in its blocks (docs/FORMAT.md §6.1).
+/// one, are sealed in its blocks ([FORMAT §6.1](crate::docs::format#61-encrypted-blocks-format-version-3)).
 ///
 /// ```
 /// use redolog::encryption::{Encryption, Key, Keys};
 /// use redolog::{inspect, Config, Durability, Error, Log};
 /// let dir = tempfile::tempdir().unwrap();
 /// let keys = Encryption::new(Keys::new().with_key(1, Key::from_bytes([3; 32])));
-/// let (log, _) = Log::open(dir.path(), Config { encryption: Some(keys.clone()), ..Config::default() }).unwrap();
+/// let (log, _) = Log::open(dir.path(), Config::default().with_encryption(keys.clone())).unwrap();
 /// log.commit(b"secret", Durability::Synced).unwrap();
 /// log.close().unwrap();
 /// assert!(matches!(inspect::inspect(dir.path()), Err(Error::KeyRequired { .. })));

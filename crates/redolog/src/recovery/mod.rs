@@ -1,5 +1,5 @@
 //! Opening a log: creating it, or validating it, finding its end and handing the
-//! recovered groups to the caller (docs/DESIGN.md §4).
+//! recovered groups to the caller ([DESIGN §4](crate::docs::design#4-recovery)).
 
 pub mod inspect;
 mod open;
@@ -28,7 +28,7 @@ use crate::writer::Files;
 /// ```
 /// use redolog::{Config, Durability, Log, LogEnd};
 /// let dir = tempfile::tempdir().unwrap();
-/// let config = Config { capacity_bytes: 1 << 20, ..Config::default() };
+/// let config = Config::default().with_capacity_bytes(1 << 20);
 /// let (log, _) = Log::open(dir.path(), config.clone()).unwrap();
 /// for value in 0..3u8 {
 ///     log.commit(&[value], Durability::Synced).unwrap();

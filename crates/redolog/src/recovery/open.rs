@@ -59,7 +59,7 @@ pub(crate) struct DirContents {
     pub(crate) present: [bool; FILE_COUNT as usize],
     /// `*.tmp` files of an interrupted creation.
     pub(crate) leftovers: Vec<PathBuf>,
-    /// Which `redo.NNNN.resize` files of a resize exist (docs/DESIGN.md §1.18).
+    /// Which `redo.NNNN.resize` files of a resize exist ([DESIGN §1.18](crate::docs::design#118-online-resize)).
     pub(crate) resizing: [bool; FILE_COUNT as usize],
     /// Whether the directory existed.
     pub(crate) existed: bool,
@@ -219,7 +219,7 @@ pub(crate) fn create_after(dir: &Path, config: &Config, storage: &Arc<dyn Storag
 }
 
 /// The opening's slot, written and synced before the repair: an encrypted
-/// log's new session (docs/DESIGN.md §1.15), an epoch larger than any the
+/// log's new session ([DESIGN §1.15](crate::docs::design#115-encryption-at-rest)), an epoch larger than any the
 /// log recorded and the key table, so no group is sealed before it (INV-29,
 /// INV-31); and, with `cut`, the claim lowered to where the log will end
 /// (INV-41). The checkpoint itself does not move. Neither: nothing written.
@@ -429,8 +429,12 @@ fn create(dir: &Path, config: &Config, storage: &Arc<dyn Storage>, first: BlockN
     }
     sync_dir()?;
     let mut files = files_of(open_handles(&log_paths(dir), storage)?, log_paths(dir), &header);
-    files.opener =
-        config.encryption.as_ref().map(|keys| Arc::new(Opener::new(keys, header.log_id, KeyTable::default())));
+    files.opener = config
+        .encryption
+        .as_ref()
+        .map(|keys| Opener::new(keys, header.log_id, KeyTable::default()))
+        .transpose()?
+        .map(Arc::new);
     let files = Arc::new(files);
     let end = Lsn(header.first_lsn);
     let scan = ScanResult {
@@ -597,7 +601,8 @@ pub(crate) fn open_existing(
     }
     let (checkpoint, slots) = read_checkpoint(&files.handles[0], &files.paths[0], &header)?;
     if files.encrypted {
-        files.opener = encryption.map(|keys| Arc::new(Opener::new(keys, header.log_id, checkpoint.keys)));
+        files.opener =
+            encryption.map(|keys| Opener::new(keys, header.log_id, checkpoint.keys)).transpose()?.map(Arc::new);
     }
     let files = Arc::new(files);
     // The scan reports; `open_or_create` repairs once its session began (INV-14).

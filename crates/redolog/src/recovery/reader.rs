@@ -56,7 +56,7 @@ impl BlockReader {
     }
 
     /// Reads from `files` from now on (a resize switched the log's files,
-    /// docs/DESIGN.md §1.18), forgetting what was read ahead.
+    /// [DESIGN §1.18](crate::docs::design#118-online-resize)), forgetting what was read ahead.
     pub(crate) fn switch_files(&mut self, files: Arc<Files>) {
         self.files = files;
         self.count = 0;
@@ -263,7 +263,7 @@ impl Group {
     }
 
     /// The group's body as the log frames it in clear: each record after its
-    /// 4-byte length (FORMAT.md §6).
+    /// 4-byte length ([FORMAT §6](crate::docs::format#6-groups-and-records)).
     pub(crate) fn body(&self) -> &[u8] {
         &self.data
     }
@@ -444,7 +444,7 @@ impl GroupReader {
     }
 
     /// A block left behind must have had `first_group` = the first group start
-    /// the reader saw in it, or 0 if none (docs/DESIGN.md INV-9).
+    /// the reader saw in it, or 0 if none ([DESIGN INV-9](crate::docs::design#2-invariants)).
     fn check_first_group(&self, block: &CurrentBlock) -> Option<Damage> {
         if block.entered_at_start && !block.saw_group_start && block.first_group != 0 {
             let at = Lsn(block.number.start().0 + block.first_group as u64);

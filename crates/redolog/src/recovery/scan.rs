@@ -1,5 +1,5 @@
 //! Finding the end of the log, deciding torn tail versus corruption, and erasing a
-//! torn tail (docs/DESIGN.md §4, INV-12–INV-14).
+//! torn tail ([DESIGN §4](crate::docs::design#4-recovery), INV-12–INV-14).
 
 use std::sync::Arc;
 
@@ -82,7 +82,7 @@ struct Start {
     max_synced_block: BlockNo,
 }
 
-/// Finds the first group start at or after the checkpoint LSN (FORMAT.md §7
+/// Finds the first group start at or after the checkpoint LSN ([FORMAT §7](crate::docs::format#7-reading-rules-summary-designmd-4-has-the-argument)
 /// step 2), with the key ids of the blocks it read.
 fn find_start(files: &Arc<Files>, checkpoint: Lsn) -> Result<Start> {
     let mut blocks = BlockReader::new(files.clone());

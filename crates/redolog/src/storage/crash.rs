@@ -334,7 +334,7 @@ struct Recorder {
 /// use redolog::{Config, Durability, Log};
 /// use redolog::storage::{CrashMode, CrashStorage};
 /// let storage = CrashStorage::new();
-/// let config = Config { capacity_bytes: 1 << 20, buffer_bytes: 64 << 10, ..Config::default() };
+/// let config = Config::default().with_capacity_bytes(1 << 20).with_buffer_bytes(64 << 10);
 /// let (log, _) = Log::open_with_storage(Path::new("/log"), config.clone(), storage.clone()).unwrap();
 /// log.commit(b"acknowledged", Durability::Synced).unwrap();
 /// // Every state the trace passed through, and a power loss in each.

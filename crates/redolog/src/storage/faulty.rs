@@ -5,7 +5,7 @@
 //! kind from the k-th on (persistent). A failed operation has no effect on the
 //! wrapped storage, except a short write, which writes the first half of its
 //! sectors before it fails (a write torn by ENOSPC or EIO part-way; whole
-//! sectors, the medium assumption of docs/DESIGN.md §5: the kernel copies a
+//! sectors, the medium assumption of [DESIGN §5](crate::docs::design#5-assumptions-about-the-storage-medium): the kernel copies a
 //! write into the page cache page by page, and the log's writes are
 //! sector-aligned). A full
 //! device fails with `ENOSPC` (`io::ErrorKind::StorageFull`), every other fault

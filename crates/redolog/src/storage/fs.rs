@@ -1,7 +1,7 @@
 //! The real file system: `pread`, `pwritev`, `fdatasync`, directory `fsync`,
 //! and the directory's lock file.
 //!
-//! Files are created `0600` and directories `0700` (docs/DESIGN.md INV-20); a
+//! Files are created `0600` and directories `0700` ([DESIGN INV-20](crate::docs::design#2-invariants)); a
 //! log opened for its group sets group-read afterwards. Every file is opened
 //! with `O_CLOEXEC` (std's default) and `O_NOFOLLOW`: a symlink planted in
 //! place of a log file is an error (`ELOOP`), never followed.
@@ -106,7 +106,7 @@ impl Storage for FsStorage {
         let pid = format!("{}\n", std::process::id());
         file.set_len(0)?;
         file.write_all_at(pid.as_bytes(), 0)?;
-        Ok(DirLock::Acquired(LockHandle(Box::new(file))))
+        Ok(DirLock::Acquired(LockHandle::new(file)))
     }
 
     /// Tries a shared lock on `dir/redo.lock` and lets it go at once: it fails

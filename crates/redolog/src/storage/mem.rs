@@ -19,7 +19,7 @@ use super::{Storage, StorageFile};
 /// use redolog::{Config, Durability, Log};
 /// use redolog::storage::MemStorage;
 /// let storage = MemStorage::new();
-/// let config = Config { capacity_bytes: 1 << 20, buffer_bytes: 64 << 10, ..Config::default() };
+/// let config = Config::default().with_capacity_bytes(1 << 20).with_buffer_bytes(64 << 10);
 /// let (log, _) = Log::open_with_storage(Path::new("/log"), config.clone(), storage.clone()).unwrap();
 /// log.commit(b"kept in memory", Durability::Synced).unwrap();
 /// log.close().unwrap();

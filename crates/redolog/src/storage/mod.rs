@@ -34,6 +34,12 @@ pub use mem::MemStorage;
 
 /// A directory tree of files. Paths are those the log builds under its directory.
 ///
+/// The log's I/O seam: implement it to run an engine's tests on a storage of
+/// your own (a wrapper that delays a sync, fails the n-th write, records what
+/// reached the disk), as the `testkit` storages do. A method added in a later
+/// version comes with a default, so an implementation keeps compiling; the
+/// six without one are what any file system answers.
+///
 /// ```
 /// use std::path::Path;
 /// use redolog::storage::{MemStorage, Storage};
@@ -60,13 +66,13 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Makes the entries of `dir` (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
-    /// Takes the exclusive lock of the log directory `dir` (docs/DESIGN.md
+    /// Takes the exclusive lock of the log directory `dir` ([DESIGN](crate::docs::design)
     /// INV-19), without blocking: `Acquired` holds it until dropped, `Held`
     /// says another holder has it. The default takes nothing and always
     /// succeeds: for storages no other process can see.
     fn lock_dir(&self, dir: &Path) -> io::Result<DirLock> {
         let _ = dir;
-        Ok(DirLock::Acquired(LockHandle(Box::new(()))))
+        Ok(DirLock::Acquired(LockHandle::new(())))
     }
     /// Whether another holder has `dir`'s lock, and its process id if known,
     /// without taking the lock or changing anything (the read-only tools).
@@ -137,7 +143,22 @@ pub enum DirLock {
 
 /// A held directory lock: released when dropped (for files, by closing the
 /// locked descriptor).
-pub struct LockHandle(pub Box<dyn Send + Sync>);
+///
+/// ```
+/// use redolog::storage::{DirLock, LockHandle};
+/// // A storage no other process sees holds nothing: its lock is a unit.
+/// let lock = DirLock::Acquired(LockHandle::new(()));
+/// # drop(lock);
+/// ```
+pub struct LockHandle(#[allow(dead_code)] /* held, never read: its drop releases */ Box<dyn Send + Sync>);
+
+impl LockHandle {
+    /// A lock held while `holder` lives: whatever releases the lock when
+    /// dropped (a locked file, a guard), or `()` for none.
+    pub fn new(holder: impl Send + Sync + 'static) -> Self {
+        LockHandle(Box::new(holder))
+    }
+}
 
 impl fmt::Debug for LockHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

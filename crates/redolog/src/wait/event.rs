@@ -1,5 +1,5 @@
 //! Event slots: waiters park on the slot of their LSN and are woken only when the
-//! value they wait for covers their LSN (docs/DESIGN.md §1.6, INV-10).
+//! value they wait for covers their LSN ([DESIGN §1.6](crate::docs::design#16-waiting-event-slots), INV-10).
 //!
 //! A waiter for LSN `L` uses slot `((L − 1) / 512) mod slots` (MySQL's flush_events
 //! key) and parks with `L` as its park token. A notifier that moved a value from
@@ -32,7 +32,7 @@ const SPIN_NS_MAX: u64 = 2 * PARK_COST_NS;
 /// process can use minus one, which is left to the thread they wait for.
 static SPINNERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// How a waiter may spin before it parks (docs/DESIGN.md §1.10).
+/// How a waiter may spin before it parks ([DESIGN §1.10](crate::docs::design#110-adaptive-waiting-and-the-cpu-monitor)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Spin {
     /// Longest spin; zero: park at once.

@@ -1,5 +1,5 @@
 //! Tasks tailing the log through the live reader's `Stream`: woken each time
-//! the sync frontier moves, and at close and poison (docs/DESIGN.md §4.1,
+//! the sync frontier moves, and at close and poison ([DESIGN §4.1](crate::docs::design#41-reading-an-open-log-logread_from),
 //! INV-47). They wait here, beside `tail_events` (threads tailing with
 //! `next_timeout`), not in the sync stage's waker slots: a tailer demands no
 //! sync, and a registered asynchronous waiter would keep the log threads

@@ -1,7 +1,7 @@
 //! Waker slots: asynchronous waiters — a future's `Waker`, or a callback —
 //! kept in LSN-keyed slots like the parked threads of `event.rs`, so that a
 //! pass wakes exactly the waiters it covered, with no thread per waiter
-//! (docs/DESIGN.md §1.14, INV-26).
+//! ([DESIGN §1.14](crate::docs::design#114-asynchronous-waiters-futures-and-callbacks), INV-26).
 //!
 //! A waiter for LSN `L` is kept in slot `((L − 1) / 512) mod slots` (the
 //! `slot_of` of `event.rs`: the same slots the threads use). The

@@ -14,11 +14,9 @@ pub const BLOCK: u64 = 512;
 
 /// A log of four files with `file_blocks` blocks each, and a small ring.
 pub fn config(file_blocks: u64, buffer_bytes: usize) -> Config {
-    Config {
-        capacity_bytes: 4 * (HEADER_AREA + file_blocks * BLOCK).div_ceil(4096) * 4096,
-        buffer_bytes,
-        ..Config::default()
-    }
+    Config::default()
+        .with_capacity_bytes(4 * (HEADER_AREA + file_blocks * BLOCK).div_ceil(4096) * 4096)
+        .with_buffer_bytes(buffer_bytes)
 }
 
 /// The smallest log (four files of 32 blocks, 64 KiB: workloads wrap it) with
@@ -31,7 +29,7 @@ pub fn config(file_blocks: u64, buffer_bytes: usize) -> Config {
 /// (docs/RELIABILITY.md).
 pub fn small_log() -> Config {
     let encryption = std::env::var_os("REDOLOG_TEST_ENCRYPTED").is_some().then(test_keys);
-    Config { pipeline: redolog::Pipeline::GroupCommit, encryption, ..config(32, 8192) }
+    config(32, 8192).with_pipeline(redolog::Pipeline::GroupCommit).with_encryption(encryption)
 }
 
 /// `small_log` with 256 KiB of files: the archive suites' log, so an
@@ -42,12 +40,12 @@ pub fn small_log() -> Config {
 /// encrypted log (`EncryptedArchive`), which the archive suite checks with a
 /// log of [`small_encrypted_log`].
 pub fn archive_log() -> Config {
-    Config { capacity_bytes: config(128, 8192).capacity_bytes, encryption: None, ..small_log() }
+    small_log().with_capacity_bytes(config(128, 8192).capacity_bytes).with_encryption(None)
 }
 
 /// `small_log`, encrypted under [`test_keys`].
 pub fn small_encrypted_log() -> Config {
-    Config { encryption: Some(test_keys()), ..small_log() }
+    small_log().with_encryption(test_keys())
 }
 
 /// Bytes a one-record group adds to its record: the group and record

@@ -28,13 +28,11 @@ const RING_BLOCKS: usize = FILES * 32;
 /// The smallest log: four files of 32 blocks, group commit (no log threads),
 /// encrypted with `encryption`'s keys if given.
 pub fn config(encryption: Option<&Encryption>) -> Config {
-    Config {
-        capacity_bytes: (FILES * FILE_BYTES) as u64,
-        buffer_bytes: 4096,
-        pipeline: Pipeline::GroupCommit,
-        encryption: encryption.cloned(),
-        ..Config::default()
-    }
+    Config::default()
+        .with_capacity_bytes((FILES * FILE_BYTES) as u64)
+        .with_buffer_bytes(4096)
+        .with_pipeline(Pipeline::GroupCommit)
+        .with_encryption(encryption.cloned())
 }
 
 /// The keys of the encrypted cases (one provider per process).
