@@ -431,7 +431,7 @@ const KINDS: [&str; 26] = [
 ];
 
 /// The crash points every long run must reach.
-const POINTS: [&str; 22] = [
+const POINTS: [&str; 25] = [
     "crash: only what was synced",
     "crash: everything",
     "crash: a random part",
@@ -454,6 +454,9 @@ const POINTS: [&str; 22] = [
     "the archiver resumed an archive",
     "a full log refused an append",
     "the archiver restarted after a failure",
+    "an owned mini-transaction closed on another thread",
+    "an owned future completed on another thread",
+    "read_from as a stream caught up",
 ];
 
 fn draw_at(rng: &mut Rng) -> CheckpointAt {
@@ -1330,8 +1333,8 @@ impl LogWorld {
             }
             Op::Fill => self.op_fill(coverage)?,
             Op::Commit { size, durability } => self.append(Op::size(size), 1, durability, coverage),
-            Op::MiniTransaction { size } => self.op_mini_transaction(size),
-            Op::CommitAsync { size } => self.op_commit_async(size),
+            Op::MiniTransaction { size } => self.op_mini_transaction(size, coverage),
+            Op::CommitAsync { size } => self.op_commit_async(size, coverage),
             Op::OnDurable { size } => self.op_on_durable(size),
             Op::Burst { threads, commits } => self.op_burst(threads, commits),
             Op::Checkpoint { at, beside } => self.op_checkpoint(at, beside),
@@ -1405,28 +1408,52 @@ impl LogWorld {
         Ok(())
     }
 
-    fn op_mini_transaction(&mut self, size: u8) {
+    /// An odd size opens the group through `begin_group_owned` and closes it
+    /// on another thread (the owned form is `'static`); an even one borrows.
+    /// Drawn from the size, so the seeds' operations stay what they were.
+    fn op_mini_transaction(&mut self, size: u8, coverage: &mut Coverage) {
         let (log, model) = (self.log(), self.model.clone());
         let records = records(&model, Op::size(size), 1);
+        let record = records[0].clone();
+        let opened = move |log: &Log, start: Lsn, end: Lsn| {
+            if log.closed_lsn() > start {
+                model.lock().violations.push(format!("INV-21: closed LSN past the open group at {start}"));
+            }
+            model.lock().groups.insert(start, Appended { end, records: records.clone(), acks: Vec::new() });
+        };
+        if size % 2 == 1 {
+            coverage.point("an owned mini-transaction closed on another thread");
+        }
         self.call("mini_transaction", move || {
-            if let Ok(mtr) = log.begin_group(&[&records[0]]) {
-                let (start, end) = (mtr.start_lsn(), mtr.end_lsn());
-                if log.closed_lsn() > start {
-                    model.lock().violations.push(format!("INV-21: closed LSN past the open group at {start}"));
-                }
-                model.lock().groups.insert(start, Appended { end, records: records.clone(), acks: Vec::new() });
+            if size % 2 == 1 {
+                let Ok(mtr) = log.begin_group_owned(&[&record]) else { return };
+                opened(&log, mtr.start_lsn(), mtr.end_lsn());
+                std::thread::spawn(move || mtr.close()).join().expect("the closing thread");
+            } else if let Ok(mtr) = log.begin_group(&[&record]) {
+                opened(&log, mtr.start_lsn(), mtr.end_lsn());
                 mtr.close();
             }
         });
     }
 
-    fn op_commit_async(&mut self, size: u8) {
+    /// An odd size waits through `wait_async_owned`, the future polled to
+    /// its end on another thread; an even one borrows the log.
+    fn op_commit_async(&mut self, size: u8, coverage: &mut Coverage) {
         let (log, model, storage) = (self.log(), self.model.clone(), self.storage.clone());
         let records = records(&model, Op::size(size), 1);
+        if size % 2 == 1 {
+            coverage.point("an owned future completed on another thread");
+        }
         self.call("commit_async", move || {
             let Ok((start, end)) = log.append_group_range(&[&records[0]]) else { return };
             model.lock().groups.insert(start, Appended { end, records: records.clone(), acks: Vec::new() });
-            if common::block_on(log.wait_async(end, Durability::Synced)).is_ok() {
+            let outcome = if size % 2 == 1 {
+                let future = log.wait_async_owned(end, Durability::Synced);
+                std::thread::spawn(move || common::block_on(future)).join().expect("the polling thread")
+            } else {
+                common::block_on(log.wait_async(end, Durability::Synced))
+            };
+            if outcome.is_ok() {
                 if log.durable_lsn() < end {
                     model.lock().violations.push(format!("a future for {end} completed before it was durable"));
                 }
@@ -1756,7 +1783,12 @@ impl LogWorld {
         let boundaries = self.model.lock().boundaries();
         let Some(&from) = boundaries.get(at as usize % boundaries.len().max(1)) else { return Ok(()) };
         let durable = log.durable_lsn();
-        let mut reader = match log.read_from(from) {
+        // By `at`, so the seeds' operations stay what they were: the borrowing
+        // reader, the owned one, or the owned one as an async `Stream`, polled
+        // until it would wait (caught up).
+        let mode = at % 3;
+        let opened = if mode == 0 { log.read_from(from) } else { log.read_from_owned(from) };
+        let mut reader = match opened {
             Ok(reader) => reader,
             Err(Error::Reused { .. }) => {
                 coverage.point("read_from: reused");
@@ -1766,8 +1798,23 @@ impl LogWorld {
             Err(error) => return Err(format!("read_from({from}) at a boundary: {error}")),
         };
         let mut position = from;
+        let mut caught_up = false;
+        let mut next = |reader: &mut redolog::LogReader<'_>| {
+            if mode < 2 {
+                return reader.try_next();
+            }
+            let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+            match futures_core::Stream::poll_next(std::pin::Pin::new(reader), &mut context) {
+                std::task::Poll::Ready(Some(group)) => group.map(Some),
+                std::task::Poll::Ready(None) => Err(Error::Closed),
+                std::task::Poll::Pending => {
+                    caught_up = true;
+                    Ok(None)
+                }
+            }
+        };
         loop {
-            match reader.try_next() {
+            match next(&mut reader) {
                 Ok(Some(group)) => {
                     if !self.model.lock().groups.contains_key(&group.start_lsn()) {
                         // An append still on its way into the model.
@@ -1798,6 +1845,9 @@ impl LogWorld {
                 Err(Error::Poisoned { .. } | Error::Closed) => return Ok(()),
                 Err(error) => return Err(format!("read_from({from}) at {position}: {error}")),
             }
+        }
+        if caught_up {
+            coverage.point("read_from as a stream caught up");
         }
         let model = self.model.lock();
         let missed =
