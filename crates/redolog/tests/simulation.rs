@@ -430,6 +430,28 @@ const KINDS: [&str; 26] = [
     "archiver_stop",
 ];
 
+/// The reader's next group: by `try_next`, or with `stream` by polling it as
+/// an async `Stream` once, where `Pending` (it would wait: caught up) is
+/// `None` and sets `caught_up`, and the stream's end is `Closed`.
+fn next_group(
+    reader: &mut redolog::LogReader<'_>,
+    stream: bool,
+    caught_up: &mut bool,
+) -> redolog::Result<Option<redolog::Group>> {
+    if !stream {
+        return reader.try_next();
+    }
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match futures_core::Stream::poll_next(std::pin::Pin::new(reader), &mut context) {
+        std::task::Poll::Ready(Some(group)) => group.map(Some),
+        std::task::Poll::Ready(None) => Err(Error::Closed),
+        std::task::Poll::Pending => {
+            *caught_up = true;
+            Ok(None)
+        }
+    }
+}
+
 /// The crash points every long run must reach.
 const POINTS: [&str; 25] = [
     "crash: only what was synced",
@@ -1799,22 +1821,8 @@ impl LogWorld {
         };
         let mut position = from;
         let mut caught_up = false;
-        let mut next = |reader: &mut redolog::LogReader<'_>| {
-            if mode < 2 {
-                return reader.try_next();
-            }
-            let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-            match futures_core::Stream::poll_next(std::pin::Pin::new(reader), &mut context) {
-                std::task::Poll::Ready(Some(group)) => group.map(Some),
-                std::task::Poll::Ready(None) => Err(Error::Closed),
-                std::task::Poll::Pending => {
-                    caught_up = true;
-                    Ok(None)
-                }
-            }
-        };
         loop {
-            match next(&mut reader) {
+            match next_group(&mut reader, mode == 2, &mut caught_up) {
                 Ok(Some(group)) => {
                     if !self.model.lock().groups.contains_key(&group.start_lsn()) {
                         // An append still on its way into the model.
