@@ -13,6 +13,15 @@ cd "$(dirname "$0")/.."
 published=(redolog redolog-raft redolog-pagestore redolog-kv)
 version=$(cargo metadata --no-deps --format-version 1 | jq -r '.packages[] | select(.name == "redolog") | .version')
 
+# Verifying a package that depends on another of the workspace, cargo unpacks
+# that one from a local registry of the packages just made into
+# $CARGO_HOME/registry/src/-<hash>/, and reuses a copy of the same version
+# unpacked by an earlier run: it would verify against stale sources.
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+for name in "${published[@]}"; do
+    rm -rf "$cargo_home"/registry/src/-*/"$name-$version"
+done
+
 echo "== cargo package ${published[*]}"
 cargo package --workspace --exclude redolog-bench --exclude redolog-cli "$@"
 
