@@ -274,6 +274,9 @@ impl Config {
     /// assert_eq!((field, value.as_str()), ("Config::buffer_bytes", "5000"));
     /// ```
     pub fn validate(&self) -> Result<()> {
+        // Here, before anything is created: a new log's opener (which refuses
+        // too, for the tools' `inspect_with`) is made after its files, from
+        // their log id.
         if self.encryption.is_some() && !cfg!(feature = "encryption") {
             return Err(Error::EncryptionNotBuilt);
         }

@@ -34,7 +34,7 @@ fn placement_of(name: &str) -> Vec<(String, i64)> {
 #[test]
 fn log_threads_are_pinned_and_reniced_and_refusals_only_warn() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = (common::config(256, 64 << 10))
+    let config = common::config(256, 64 << 10)
         .with_pipeline(Pipeline::Dedicated)
         .with_log_thread_cpus(vec![0])
         .with_log_thread_nice(3);

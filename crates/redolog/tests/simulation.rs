@@ -691,7 +691,7 @@ impl LogWorld {
         context: &str,
     ) -> Result<redolog::storage::CrashImage, String> {
         let image = state.crash(mode);
-        let config = self.config.clone().with_encryption(self.config.encryption.clone());
+        let config = self.config.clone();
         let (log, recovery) = Log::open_with_storage(Path::new(DIR), config, image.to_storage()).map_err(|error| {
             dump(&image, "image");
             format!("{context}: the log does not open: {error}")
@@ -1182,7 +1182,7 @@ impl Simulation for LogWorld {
         let pipeline = [Pipeline::GroupCommit, Pipeline::Auto, Pipeline::Dedicated][rng.usize(0..3)];
         let file_blocks = [32, 48, 96][rng.usize(0..3)];
         let buffer = [8 << 10, 16 << 10, 64 << 10][rng.usize(0..3)];
-        let mut config = (common::config(file_blocks, buffer))
+        let mut config = common::config(file_blocks, buffer)
             .with_pipeline(pipeline)
             .with_flush_interval(if rng.bool() { Duration::from_millis(5) } else { Config::FLUSH_INTERVAL_MAX })
             .with_log_full_timeout(rng.u8(0..4).eq(&0).then_some(Duration::from_millis(30)));
@@ -1443,11 +1443,12 @@ impl LogWorld {
             }
             model.lock().groups.insert(start, Appended { end, records: records.clone(), acks: Vec::new() });
         };
-        if size % 2 == 1 {
+        let owned = size % 2 == 1;
+        if owned {
             coverage.point("an owned mini-transaction closed on another thread");
         }
         self.call("mini_transaction", move || {
-            if size % 2 == 1 {
+            if owned {
                 let Ok(mtr) = log.begin_group_owned(&[&record]) else { return };
                 opened(&log, mtr.start_lsn(), mtr.end_lsn());
                 std::thread::spawn(move || mtr.close()).join().expect("the closing thread");
@@ -1463,13 +1464,14 @@ impl LogWorld {
     fn op_commit_async(&mut self, size: u8, coverage: &mut Coverage) {
         let (log, model, storage) = (self.log(), self.model.clone(), self.storage.clone());
         let records = records(&model, Op::size(size), 1);
-        if size % 2 == 1 {
+        let owned = size % 2 == 1;
+        if owned {
             coverage.point("an owned future completed on another thread");
         }
         self.call("commit_async", move || {
             let Ok((start, end)) = log.append_group_range(&[&records[0]]) else { return };
             model.lock().groups.insert(start, Appended { end, records: records.clone(), acks: Vec::new() });
-            let outcome = if size % 2 == 1 {
+            let outcome = if owned {
                 let future = log.wait_async_owned(end, Durability::Synced);
                 std::thread::spawn(move || common::block_on(future)).join().expect("the polling thread")
             } else {
